@@ -1,0 +1,42 @@
+# Set-up and everyday commands. `make demo` and `make test` create the virtual
+# environment on first use; nothing else needs installing by hand.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.sinew-installed
+OUT    ?= out
+export OPENBLAS_NUM_THREADS ?= 1
+
+.PHONY: demo test bench rig clean venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile tools/link_ode.sh
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# CPU torch first, pinned: an unpinned torch would pull several GB of CUDA packages.
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[train,test]'
+	bash tools/link_ode.sh $(PY)
+	touch $(STAMP)
+
+demo: $(STAMP)
+	mkdir -p $(OUT)
+	$(VENV)/bin/sinew info
+	$(VENV)/bin/sinew fatigue-curve --load 0.5 --on 20 --off 40 --F 0.1 --R 0.02 --out $(OUT)/fatigue_curve.png
+	$(VENV)/bin/sinew fatigue-curve --load 0.3 --on 600 --off 300 --out $(OUT)/fatigue_curve_slow_twitch.png
+	$(VENV)/bin/sinew bench --seconds 2
+	@echo "demo outputs in $(OUT)/"
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(VENV)/bin/sinew bench --seconds 5
+
+# Rebuild rigs/human284/*.npz from ../shared/reference/mass.
+rig: $(STAMP)
+	$(PY) rigs/human284/convert.py
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache

@@ -1,0 +1,189 @@
+"""The `sinew` command line (see CLI.md). Subcommands import only what they need."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from .errors import ParameterError, SinewError
+
+EPILOG_INFO = """examples:
+  sinew info
+  sinew info --rig human284 --json
+"""
+EPILOG_CURVE = """examples:
+  sinew fatigue-curve --out fatigue.png
+  sinew fatigue-curve --load 0.5 --on 20 --off 40 --F 0.1 --R 0.02 --r 2 --json
+  sinew fatigue-curve --load 0.3 --on 600 --off 300      # slow-twitch defaults: ~5 min to fail
+"""
+EPILOG_BENCH = """examples:
+  sinew bench
+  sinew bench --seconds 5 --json
+"""
+
+
+def _emit(summary: dict, as_json: bool, lines: list[str]) -> None:
+    if not as_json:
+        print("\n".join(lines))
+    else:
+        for line in lines:
+            print(line)
+        print(json.dumps(summary))
+
+
+def _finite(name: str, lo: float | None = None, hi: float | None = None, positive=False):
+    """argparse type: a finite float within bounds, refused with the parameter's name."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"{name} must be finite, got {text}")
+        if positive and v <= 0:
+            raise argparse.ArgumentTypeError(f"{name} must be > 0, got {v:g}")
+        if lo is not None and v < lo or hi is not None and v > hi:
+            raise argparse.ArgumentTypeError(f"{name} must lie in [{lo}, {hi}], got {v:g}")
+        return v
+
+    return parse
+
+
+# ---- info -----------------------------------------------------------------------------
+def cmd_info(args) -> int:
+    from .rig import load_rig
+
+    rig = load_rig(args.rig)
+    s = rig.summary()
+    jt = s["joint_types"]
+    lines = [
+        f"rig        {s['rig']}  ({rig.path})",
+        f"bodies     {s['bodies']}",
+        f"joints     {s['joints']} ({jt['ball']} ball, {jt['hinge']} hinge) + free root; {s['dofs']} DOFs",
+        f"muscles    {s['muscles']}  " + ", ".join(f"{g} {n}" for g, n in s["muscles_by_group"].items()),
+        f"waypoints  {s['waypoints']}  ({int((rig.wp_weight[:, 1] > 0).sum())} blended over two bodies)",
+        f"mass       {s['mass_kg']:.1f} kg",
+        f"height     {s['height_m']:.3f} m",
+        f"f0 total   {rig.muscle_f0.sum() / 1000:.1f} kN",
+    ]
+    _emit(s, args.json, lines if not args.json else [])
+    return 0
+
+
+# ---- fatigue-curve --------------------------------------------------------------------
+def cmd_fatigue_curve(args) -> int:
+    import numpy as np
+
+    from . import fatigue as fat
+    from .plots import fatigue_curve
+
+    p = fat.FatigueParams(F=args.F, R=args.R, r=args.r, LD=args.LD, LR=args.LR, scale=args.scale)
+    dt = 1.0 / args.hz
+    p.validate(dt)
+    period = np.concatenate([np.full(round(args.on / dt), args.load), np.zeros(round(args.off / dt))])
+    load = np.tile(period, args.cycles)
+    MA, MR, MF = (x[:, 0] for x in fat.simulate_load(load, dt, p))
+    t = np.arange(len(load) + 1) * dt
+    load_t = np.append(load, 0.0)
+    endurance = fat.endurance_time(t, MA, load_t)
+    out = Path(args.out)
+    title = (f"3CC-r, load {args.load:g} for {args.on:g} s then rest {args.off:g} s  "
+             f"(F={p.F_eff:g}, R={p.R_eff:g}, r={p.r:g}, L_D={p.LD:g}, L_R={p.LR:g}, {args.hz:g} Hz)")
+    fatigue_curve(out, t, load_t, MA, MR, MF, title, endurance)
+    summary = dict(
+        endurance_s=endurance, final_MF=float(MF[-1]), final_MA=float(MA[-1]),
+        peak_MF=float(MF.max()), sustainable_load=p.R_eff / (p.F_eff + p.R_eff) if p.F_eff else 1.0,
+        out=str(out),
+    )
+    lines = [
+        f"endurance  {'held' if endurance is None else f'{endurance:.1f} s'} at load {args.load:g}"
+        f" (sustainable up to {summary['sustainable_load']:.3f})",
+        f"M_F        peak {summary['peak_MF']:.3f}, final {summary['final_MF']:.3f}",
+        f"plot       {out}",
+    ]
+    _emit(summary, args.json, lines)
+    return 0
+
+
+# ---- bench ----------------------------------------------------------------------------
+def cmd_bench(args) -> int:
+    from .bench import run_bench
+
+    summary, lines = run_bench(seconds=args.seconds, rig_name=args.rig)
+    _emit(summary, args.json, lines)
+    return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments end with one line naming the option, and exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(
+        prog="sinew",
+        description="Sinew: muscle-driven, fatigue-aware character animation (284-muscle MASS human, "
+        "Hill-type muscles, 3CC-r fatigue).",
+    )
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
+    fmt = argparse.RawDescriptionHelpFormatter
+
+    p = sub.add_parser("info", help="describe the musculoskeletal model", epilog=EPILOG_INFO,
+                       formatter_class=fmt, description="Counts, mass and height of a rig.")
+    p.add_argument("--rig", default="human284", help="rig name or path to a rig .npz (default: human284)")
+    p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser(
+        "fatigue-curve", help="3CC-r response of one muscle to a square-wave load (MuscleVAE Fig. 15)",
+        epilog=EPILOG_CURVE, formatter_class=fmt,
+        description="Drive one fresh muscle with a target load for --on seconds, then rest for --off "
+        "seconds, and plot M_A, M_R, M_F. Endurance is the time at which M_A first falls 0.01 (1%% MVC) "
+        "below a load it had reached.")
+    p.add_argument("--load", type=_finite("--load", 0.0, 1.0), default=0.5, help="target load u in [0, 1] (default 0.5)")
+    p.add_argument("--on", type=_finite("--on", positive=True), default=20.0, help="seconds under load (default 20)")
+    p.add_argument("--off", type=_finite("--off", 0.0), default=40.0, help="seconds of rest after it (default 40)")
+    p.add_argument("--cycles", type=int, default=1, help="repeat the on/off period (default 1)")
+    p.add_argument("--F", type=_finite("--F", 0.0), default=0.01, help="fatigue rate F, 1/s (default 0.01)")
+    p.add_argument("--R", type=_finite("--R", 0.0), default=0.002, help="recovery rate R, 1/s (default 0.002)")
+    p.add_argument("--r", type=_finite("--r", 0.0), default=2.0, help="rest recovery multiplier r (default 2)")
+    p.add_argument("--LD", type=_finite("--LD", 0.0), default=50.0, help="development factor L_D, 1/s (default 50)")
+    p.add_argument("--LR", type=_finite("--LR", 0.0), default=50.0, help="relaxation factor L_R, 1/s (default 50)")
+    p.add_argument("--scale", type=_finite("--scale", 0.0), default=1.0, help="fatigue scale multiplying F and R (default 1)")
+    p.add_argument("--hz", type=_finite("--hz", positive=True), default=120.0, help="update rate (default 120, the physics rate)")
+    p.add_argument("--out", default="fatigue_curve.png", help="PNG to write (default fatigue_curve.png)")
+    p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
+    p.set_defaults(func=cmd_fatigue_curve)
+
+    p = sub.add_parser("bench", help="speed of each stage of the engine step", epilog=EPILOG_BENCH,
+                       formatter_class=fmt,
+                       description="Times the muscle step (LBS, lengths, Hill, PD, fatigue, per-body "
+                       "force sums) over all muscles on one core, stage by stage.")
+    p.add_argument("--seconds", type=_finite("--seconds", positive=True), default=2.0,
+                   help="simulated seconds to time at 120 Hz (default 2)")
+    p.add_argument("--rig", default="human284", help="rig name or path (default: human284)")
+    p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
+    p.set_defaults(func=cmd_bench)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "cycles", 1) < 1:
+        parser.error("--cycles must be >= 1")
+    try:
+        return args.func(args)
+    except (SinewError, KeyError) as e:
+        msg = e.args[0] if isinstance(e, KeyError) else str(e)
+        print(f"sinew {args.command}: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

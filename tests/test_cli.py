@@ -1,0 +1,68 @@
+"""The sinew command line as a user runs it: exit codes, one-line errors, --json summaries."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from .conftest import REPO
+
+
+def sinew(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "engine", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def last_json(proc):
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_info_json():
+    s = last_json(sinew("info", "--json"))
+    assert (s["bodies"], s["joints"], s["muscles"], s["waypoints"]) == (23, 22, 284, 1212)
+    assert s["mass_kg"] == pytest.approx(61.4) and 1.6 < s["height_m"] < 1.8
+
+
+def test_info_unknown_rig_is_one_line():
+    proc = sinew("info", "--rig", "nosuchrig", check=False)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "nosuchrig" in lines[0] and "not found" in lines[0]
+
+
+def test_fatigue_curve_writes_the_plot_and_the_endurance(tmp_path):
+    out = tmp_path / "fig.png"
+    s = last_json(sinew("fatigue-curve", "--load", "0.5", "--on", "150", "--off", "60", "--out", str(out), "--json"))
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert s["endurance_s"] == pytest.approx(114.1, abs=1.0)  # see tests/test_fatigue.py
+    assert 0 < s["final_MF"] < s["peak_MF"]
+    held = last_json(sinew("fatigue-curve", "--load", "0.1", "--on", "30", "--off", "10",
+                           "--out", str(tmp_path / "b.png"), "--json"))
+    assert held["endurance_s"] is None
+
+
+@pytest.mark.parametrize("args, name", [
+    (["--F", "nan"], "--F"), (["--load", "1.5"], "--load"), (["--on", "-3"], "--on"),
+    (["--LD", "400"], "LD"),
+])
+def test_fatigue_curve_bad_parameters(tmp_path, args, name):
+    proc = sinew("fatigue-curve", "--out", str(tmp_path / "x.png"), *args, check=False)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and name in lines[0]
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_bench_json_reports_every_stage():
+    s = last_json(sinew("bench", "--seconds", "0.2", "--json"))
+    assert set(s["step_us"]) >= {"lbs", "lengths", "hill_pd", "fatigue", "forces", "muscle_step_total"}
+    assert all(np.isfinite(v) and v > 0 for v in s["step_us"].values())
+
+
+def test_help_has_examples():
+    for cmd in ("info", "fatigue-curve", "bench"):
+        assert "examples:" in sinew(cmd, "--help").stdout
