@@ -129,3 +129,27 @@ def test_q_to_pose_hinge_and_ball(rig):
     _, local_rot = kin.q_to_pose(rig, q)
     assert np.allclose(local_rot[b], axis_angle_to_matrix(0.7 * rig.joint_axis[b]))
     assert np.allclose(np.delete(local_rot, b, axis=0), np.eye(3))
+
+
+def test_hinges_have_unit_axes_and_mirror(rig):
+    hinge = np.flatnonzero(rig.joint_type == kin.HINGE)
+    assert len(hinge) == 8
+    assert np.allclose(np.linalg.norm(rig.joint_axis[hinge], axis=1), 1.0)
+    for b in hinge:
+        name = rig.body_names[b]
+        if name.endswith("L"):
+            twin = rig.body_index(name[:-1] + "R")
+            # Axes are pseudo-vectors: the mirror image of a is -M a; limits stay the same.
+            assert np.allclose(rig.joint_axis[b], -np.diag([-1, 1, 1]) @ rig.joint_axis[twin])
+            assert rig.joint_lower[b, 0] == rig.joint_lower[twin, 0]
+            assert rig.joint_upper[b, 0] == rig.joint_upper[twin, 0]
+
+
+def test_elbow_flexion_shortens_biceps_and_stretches_triceps(rig):
+    root_pos, local_rot = kin.q_to_pose(rig, kin.rest_q(rig))
+    A = kin.moment_arms(rig, root_pos, local_rot)
+    for side in "RL":
+        elbow = rig.dof_start[rig.body_index(f"ForeArm{side}")]  # positive angle = flexion (range 0..2.3)
+        assert A[rig.muscle_index(f"{side}_Brachialis"), elbow] < -0.005
+        assert A[rig.muscle_index(f"{side}_Bicep_Brachii_Short_Head"), elbow] < -0.005
+        assert A[rig.muscle_index(f"{side}_Triceps_Lateral_Head"), elbow] > 0.005

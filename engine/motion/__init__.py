@@ -2,7 +2,14 @@
 
 Everything here is Z-up, metres, seconds, (w, x, y, z) quaternions.
 """
-from .bvh import detect_units, euler_to_quat, matrix_to_euler, read_bvh, write_bvh
+from .bvh import (
+    detect_units,
+    euler_to_quat,
+    matrix_to_euler,
+    read_bvh,
+    snap_frame_time,
+    write_bvh,
+)
 from .skeleton import SourceMotion, SourceSkeleton, validate_motion, validate_skeleton
 
 __all__ = [
@@ -12,6 +19,7 @@ __all__ = [
     "euler_to_quat",
     "matrix_to_euler",
     "read_bvh",
+    "snap_frame_time",
     "validate_motion",
     "validate_skeleton",
     "write_bvh",

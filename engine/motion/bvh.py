@@ -96,7 +96,8 @@ def read_bvh(path, units: str = "auto", up: str = "y") -> SourceMotion:
     """Read a BVH file into a Z-up, metre SourceMotion.
 
     units: "auto" (cm when the rest skeleton spans more than 3 file units, else m), or one of
-    "m", "cm", "mm", "in". up: the file's up axis, "y" (the BVH norm) or "z".
+    "m", "cm", "mm", "in". up: the file's up axis, "y" (the BVH norm) or "z". A frame time
+    within 1e-5 of 1/n for a whole frame rate n is read as exactly 1/n (snap_frame_time).
     """
     _check_option("units", units, ("auto", *UNIT_SCALE))
     _check_option("up", up, ("y", "z"))
@@ -109,7 +110,18 @@ def read_bvh(path, units: str = "auto", up: str = "y") -> SourceMotion:
     data = _parse_frames(path, lines, first, num_frames, channels, frames_line)
     raw = _raw_skeleton(joints)
     unit = detect_units(raw) if units == "auto" else units
-    return _build_motion(joints, raw, data, frame_time, UNIT_SCALE[unit], up)
+    return _build_motion(joints, raw, data, snap_frame_time(frame_time), UNIT_SCALE[unit], up)
+
+
+def snap_frame_time(frame_time: float, rel_tol: float = 1e-5) -> float:
+    """1/n for the whole frame rate n within rel_tol of 1/frame_time, else frame_time.
+
+    BVH files round the frame time ("0.00833333" for 120 fps); snapping keeps resampling to
+    30 fps landing on whole source frames. 29.97 fps (0.0333667) is left alone.
+    """
+    fps = 1.0 / frame_time
+    whole = round(fps)
+    return 1.0 / whole if whole >= 1 and abs(fps - whole) <= rel_tol * fps else frame_time
 
 
 def detect_units(skeleton: SourceSkeleton) -> str:
@@ -123,7 +135,8 @@ def detect_units(skeleton: SourceSkeleton) -> str:
 
 def _check_option(name: str, value, choices: tuple) -> None:
     if value not in choices:
-        raise ParameterError(name, f"must be one of {', '.join(map(repr, choices))}, got {value!r}")
+        allowed = ", ".join(map(repr, choices))
+        raise ParameterError(name, f"must be one of {allowed}, got {value!r}")
 
 
 def _read_lines(path) -> list[str]:
@@ -136,7 +149,10 @@ def _read_lines(path) -> list[str]:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         text = raw.decode("latin-1")
-    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if len(lines) > 1 and lines[-1] == "":  # the final newline ends a line, starts none
+        lines.pop()
+    return lines
 
 
 def _parse_hierarchy(path, lines: list[str]) -> tuple[list[_Joint], int]:
@@ -357,7 +373,8 @@ def _channel_rotations(joints, data, starts, C) -> np.ndarray:
     """(F, J, 4) joint rotations, turned into Z-up by C; joints sharing an order go together."""
     groups: dict[str, tuple[list[int], list[list[int]]]] = {}
     for index, joint in enumerate(joints):
-        rot = [(starts[index] + k, a) for k, (a, kind) in enumerate(joint.channels) if kind == "rotation"]
+        rot = [(starts[index] + k, a)
+               for k, (a, kind) in enumerate(joint.channels) if kind == "rotation"]
         if rot:
             members, cols = groups.setdefault("".join(a for _, a in rot), ([], []))
             members.append(index)
@@ -412,10 +429,15 @@ def write_bvh(path, motion: SourceMotion, channel_order: str = "ZXY", units: str
     """
     order = str(channel_order).upper()
     if sorted(order) != ["X", "Y", "Z"]:
-        raise ParameterError("channel_order", f"must be a permutation of 'XYZ', got {channel_order!r}")
+        raise ParameterError(
+            "channel_order", f"must be a permutation of 'XYZ', got {channel_order!r}"
+        )
     _check_option("units", units, tuple(UNIT_SCALE))
     _check_option("up", up, ("y", "z"))
     skel = motion.skeleton
+    for name in skel.names:
+        if not name.strip() or re.search(r"[{}\r\n\t]", name):
+            raise ParameterError("bone", f"name {name!r} cannot be written to BVH")
     to_file = 1.0 / UNIT_SCALE[units]
     C = Y_UP_TO_Z_UP.T if up == "y" else np.eye(3)  # Z-up -> file axes
     q_c = matrix_to_quat(C)

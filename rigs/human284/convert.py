@@ -160,6 +160,10 @@ def symmetrise(bodies: list[dict], units: list[dict]) -> dict:
             b.update(pos=pos, jpos=jpos, rot=rot)
             continue
         L = bodies[index[twin_body(b["name"])]]
+        if L["jtype"] == "hinge" and np.dot(L["axis"], -M @ b["axis"]) < 0:
+            # Same hinge described about the opposite axis (MASS's left elbow turns about
+            # +y with range [-2.3, 0]): flip it so the two mirror before averaging.
+            L.update(axis=-L["axis"], lower=-L["upper"], upper=-L["lower"])
         pos = 0.5 * (b["pos"] + M @ L["pos"])
         jpos = 0.5 * (b["jpos"] + M @ L["jpos"])
         # A mirrored frame M R M keeps det +1 (its x axis flips with the mirror).

@@ -1,0 +1,215 @@
+"""A reference trajectory of the model: what retargeting produces and tracking/training read.
+
+Saved as a plain .npz (no pickle) with a JSON `meta` string: format "sinew-reference",
+version 1, the source file, the bone mapping, scale, heading, ground offset and frame rate.
+"""
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputFileError
+
+FORMAT = "sinew-reference"
+FORMAT_VERSION = 1
+CONTACT_HEIGHT_M = 0.02  # a foot point this close to the floor counts as touching it
+
+# name -> number of trailing dims after (F,) ; None for 1-D per-frame arrays
+_ARRAYS = {
+    "times": (),
+    "root_pos": (3,),
+    "local_rot": (None, 4),
+    "body_pos": (None, 3),
+    "body_rot": (None, 3, 3),
+    "q": (None,),
+    "qvel": (None,),
+    "root_vel": (3,),
+    "muscle_length": (None,),
+    "muscle_length_rate": (None,),
+    "foot_height": (2,),
+}
+
+
+@dataclass
+class Reference:
+    """Model trajectory over F frames at `fps` (120 Hz unless resampled otherwise).
+
+    times (F,), root_pos (F, 3) world position of the root joint, local_rot (F, B, 4)
+    quaternions (w, x, y, z) of each joint in its parent's joint frame (entry 0: the root's
+    world rotation), body_pos (F, B, 3) / body_rot (F, B, 3, 3) body frames, q (F, nq)
+    generalised coordinates (engine.kinematics.rest_q layout), qvel (F, nv) their velocities
+    (free: world linear + angular in the root frame; ball: angular in the child frame; hinge:
+    angle rate), root_vel (F, 3) world velocity of the root joint, muscle_length (F, M) and
+    muscle_length_rate (F, M) in m and m/s, foot_height (F, 2) lowest point of the right and
+    left foot above the floor. meta: provenance and summary metrics (JSON-able).
+    """
+
+    times: np.ndarray
+    root_pos: np.ndarray
+    local_rot: np.ndarray
+    body_pos: np.ndarray
+    body_rot: np.ndarray
+    q: np.ndarray
+    qvel: np.ndarray
+    root_vel: np.ndarray
+    muscle_length: np.ndarray
+    muscle_length_rate: np.ndarray
+    foot_height: np.ndarray
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.times.shape[0])
+
+    @property
+    def fps(self) -> float:
+        return float(self.meta.get("fps", 120.0))
+
+    @property
+    def frame_time(self) -> float:
+        return 1.0 / self.fps
+
+    @property
+    def seconds(self) -> float:
+        return self.num_frames / self.fps
+
+    def local_rot_matrices(self) -> np.ndarray:
+        from ..transforms import quat_to_matrix
+
+        return quat_to_matrix(self.local_rot)
+
+    def summary(self) -> dict:
+        """The figures `sinew retarget --json` prints."""
+        m = self.meta
+        return dict(
+            frames=self.num_frames,
+            seconds=round(self.seconds, 4),
+            fps=self.fps,
+            mapped_bones=len(m.get("mapping", {})),
+            preset=m.get("preset"),
+            scale=m.get("scale"),
+            **m.get("metrics", {}),
+        )
+
+    # ---- files ---------------------------------------------------------------------------
+    def save(self, path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays = {k: np.ascontiguousarray(getattr(self, k), dtype=np.float64) for k in _ARRAYS}
+        meta = dict(self.meta, format=FORMAT, version=FORMAT_VERSION)
+        with open(path, "wb") as f:  # np.savez would append .npz to other suffixes
+            np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
+        return path
+
+
+def load_reference(path) -> Reference:
+    """Read a reference .npz; InputFileError naming the file on anything malformed."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(path, "reference file not found")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        raise InputFileError(path, f"not a readable reference .npz ({e})") from None
+    if "meta" not in data:
+        raise InputFileError(path, "missing 'meta' entry: not a Sinew reference file")
+    try:
+        meta = json.loads(str(data.pop("meta")))
+    except (json.JSONDecodeError, TypeError) as e:
+        raise InputFileError(path, f"'meta' is not valid JSON ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise InputFileError(path, f"not a Sinew reference file (format {got!r}, expected {FORMAT!r})")
+    if meta.get("version") != FORMAT_VERSION:
+        raise InputFileError(
+            path, f"reference format version {meta.get('version')!r} is not supported (expected {FORMAT_VERSION})")
+    fps = meta.get("fps")
+    if not isinstance(fps, (int, float)) or not np.isfinite(fps) or fps <= 0:
+        raise InputFileError(path, f"meta 'fps' must be a positive number, got {fps!r}")
+    missing = [k for k in _ARRAYS if k not in data]
+    if missing:
+        raise InputFileError(path, f"missing arrays {missing}")
+    F = data["times"].shape[0] if data["times"].ndim == 1 else -1
+    if F < 1:
+        raise InputFileError(path, f"'times' must be a non-empty 1-D array, got shape {data['times'].shape}")
+    for k, tail in _ARRAYS.items():
+        a = data[k]
+        if a.dtype.kind not in "fi":
+            raise InputFileError(path, f"array {k!r} has dtype {a.dtype}, expected numbers")
+        ok = a.ndim == 1 + len(tail) and a.shape[0] == F and all(
+            t is None or t == d for t, d in zip(tail, a.shape[1:]))
+        if not ok:
+            want = "(" + ", ".join(["F"] + ["*" if t is None else str(t) for t in tail]) + ")"
+            raise InputFileError(path, f"array {k!r} has shape {a.shape}, expected {want} with F={F}")
+        if not np.all(np.isfinite(a)):
+            raise InputFileError(path, f"array {k!r} contains NaN or infinite values")
+        data[k] = a.astype(np.float64)
+    B = data["local_rot"].shape[1]
+    for k in ("body_pos", "body_rot"):
+        if data[k].shape[1] != B:
+            raise InputFileError(path, f"array {k!r} has {data[k].shape[1]} bodies, local_rot has {B}")
+    if data["muscle_length"].shape != data["muscle_length_rate"].shape:
+        raise InputFileError(path, "muscle_length and muscle_length_rate differ in shape")
+    norms = np.linalg.norm(data["local_rot"], axis=-1)
+    if np.any(np.abs(norms - 1) > 1e-3):
+        raise InputFileError(path, "local_rot holds quaternions that are not of unit length")
+    return Reference(meta=meta, **data)
+
+
+# ---- metrics ----------------------------------------------------------------------------
+def foot_points(rig, body_rot: np.ndarray, body_pos: np.ndarray, side: str) -> np.ndarray:
+    """World corners of the foot's contact boxes (talus and toes), (..., P, 3)."""
+    bodies = [b for b, n in enumerate(rig.body_names)
+              if rig.body_contact[b] and n.endswith(side)]
+    signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
+    corners = 0.5 * signs[None] * rig.body_size[bodies][:, None]  # (nb, 8, 3)
+    pts = np.einsum("...bij,bkj->...bki", body_rot[..., bodies, :, :], corners)
+    pts = pts + body_pos[..., bodies, None, :]
+    return pts.reshape(pts.shape[:-3] + (-1, 3))
+
+
+def motion_metrics(rig, body_rot: np.ndarray, body_pos: np.ndarray, root_pos: np.ndarray,
+                   fps: float) -> tuple[dict, np.ndarray]:
+    """Summary figures of a model trajectory, and the per-foot lowest point heights (F, 2).
+
+    root_speed_mps: mean horizontal speed of the root over the clip (path length / time).
+    foot_skate_cm: for each foot and frame interval, the foot's lowest point at the first
+    frame (a point fixed on the foot) is followed to the next frame; when it starts within
+    2 cm of the floor its horizontal slide counts. The mean slide per such contact interval,
+    in cm, at the clip's frame rate (so 0.1 cm per 120 Hz frame is a 12 cm/s slide);
+    foot_skate_cm_per_s gives the same as a speed and foot_skate_total_cm the sum.
+    """
+    heights, slides = [], []
+    for side in ("R", "L"):
+        pts = foot_points(rig, body_rot, body_pos, side)  # (F, P, 3)
+        k = np.argmin(pts[..., 2], axis=-1)
+        low = np.take_along_axis(pts, k[:, None, None], 1)[:, 0]
+        heights.append(low[:, 2])
+        if len(pts) > 1:
+            nxt = np.take_along_axis(pts[1:], k[:-1, None, None], 1)[:, 0]
+            d = np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=-1)
+            slides.append(d[low[:-1, 2] < CONTACT_HEIGHT_M])
+    h = np.stack(heights, -1)
+    F = len(root_pos)
+    seconds = max((F - 1) / fps, 1e-12)
+    path = float(np.sum(np.linalg.norm(np.diff(root_pos[:, :2], axis=0), axis=-1))) if F > 1 else 0.0
+    net = float(np.linalg.norm(root_pos[-1, :2] - root_pos[0, :2]))
+    sl = np.concatenate(slides) if slides else np.zeros(0)
+    lowest = h.min(-1)
+    metrics = dict(
+        root_speed_mps=round(path / seconds, 4),
+        root_net_speed_mps=round(net / seconds, 4),
+        foot_skate_cm=round(float(sl.mean() * 100) if sl.size else 0.0, 4),
+        foot_skate_cm_per_s=round(float(sl.mean() * 100 * fps) if sl.size else 0.0, 3),
+        foot_skate_total_cm=round(float(sl.sum() * 100), 3),
+        contact_fraction=round(float(sl.size / max(2 * (F - 1), 1)), 4),
+        lowest_foot_min_cm=round(float(lowest.min() * 100), 3),
+        lowest_foot_mean_cm=round(float(lowest.mean() * 100), 3),
+        lowest_foot_max_cm=round(float(lowest.max() * 100), 3),
+    )
+    return metrics, h

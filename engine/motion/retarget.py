@@ -1,0 +1,483 @@
+"""Retargeting between a source skeleton (BVH, armature) and the model, both ways.
+
+World-space retargeting. Let F be the turn about the vertical that makes the source's rest
+pose face -Y (the model's facing; found from the thighs and the up axis), W_s(t) the world
+rotation of source bone s and W_s^0 its rest world rotation. Each mapped model body b gets
+an alignment A_b: the rotation taking the model's rest (T-pose) bone direction, joint b ->
+its child joint, onto the source's turned rest bone direction, bone s head -> the head of
+the bone mapped to that child (the minimal swing; the pelvis aligns a whole frame built from
+the hips and the spine instead; leaves such as hands and head inherit their parent's A).
+Then the world rotation of b's joint frame is
+
+    G_b(t) = F W_s(t) (W_s^0)^-1 F^-1 A_b
+
+so a T-pose source has A ~ I and an A-pose source is absorbed by A. Local rotations are
+G_parent^T G_b; hinge joints keep only the twist about their axis (swing-twist), which
+leaves every other body's world rotation as the source had it. The root joint goes to
+scale * F * (head of the pelvis bone) + ground offset, with scale = model leg length /
+source leg length (hip -> knee -> ankle) and the vertical ground offset putting the feet's
+lowest points on the floor in stance.
+
+Back, model -> source, inverts the same map: W_s = F^-1 G_b A_b^-1 F W_s^0 for mapped
+bones; unmapped bones keep the original clip's (or their rest) local rotation.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ParameterError
+from ..kinematics import BALL, FREE, HINGE, MusclePaths, forward_kinematics, muscle_lengths
+from ..transforms import (
+    matrix_to_quat,
+    quat_conjugate,
+    quat_multiply,
+    quat_normalize,
+    quat_rotate,
+    quat_to_axis_angle,
+    quat_to_matrix,
+)
+from .presets import resolve_mapping
+from .reference import Reference, motion_metrics
+from .skeleton import SourceMotion, SourceSkeleton
+
+REFERENCE_FPS = 120.0
+STANCE_SPEED_MPS = 0.3  # a foot point slower than this (horizontally) is planted
+_CHUNK = 4096  # frames per block when computing muscle lengths
+
+# Which model joint a body's direction points at (bodies with one child use that child).
+_DIRECTION = {"Torso": ["Neck"], "TalusR": ["FootThumbR", "FootPinkyR"],
+              "TalusL": ["FootThumbL", "FootPinkyL"]}
+
+
+def _swing(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Smallest rotation (quaternion) taking direction u onto direction v."""
+    u = u / np.linalg.norm(u)
+    v = v / np.linalg.norm(v)
+    d = float(u @ v)
+    if d < -1 + 1e-9:
+        axis = np.cross(u, [1.0, 0, 0])
+        if np.linalg.norm(axis) < 1e-6:
+            axis = np.cross(u, [0, 1.0, 0])
+        return np.concatenate([[0.0], axis / np.linalg.norm(axis)])
+    return quat_normalize(np.concatenate([[1.0 + d], np.cross(u, v)]))
+
+
+def _frame(lateral: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """Rotation with x along `lateral` and z as close to `up` as is orthogonal to it."""
+    x = lateral / np.linalg.norm(lateral)
+    z = up - (up @ x) * x
+    z = z / np.linalg.norm(z)
+    return np.stack([x, np.cross(z, x), z], axis=1)
+
+
+def _zturn(angle: float) -> np.ndarray:
+    return np.array([np.cos(angle / 2), 0.0, 0.0, np.sin(angle / 2)])
+
+
+def hinge_axes(rig) -> np.ndarray:
+    """(B, 3) hinge axis per body in its parent's joint frame (zero rows for other joints).
+
+    A hinge whose stored axis is zero (the rig converter's symmetrisation cancels the MASS
+    elbow axes, which are not mirror images left/right) gets the flexion axis of a T-pose
+    limb facing -Y: bone direction x (0, -1, 0), i.e. +Z for the right elbow, -Z for the left.
+    """
+    axes = np.zeros((rig.num_bodies, 3))
+    for b in range(rig.num_bodies):
+        if rig.joint_type[b] != HINGE:
+            continue
+        a = np.asarray(rig.joint_axis[b], float)
+        if np.linalg.norm(a) < 1e-6:
+            kids = np.flatnonzero(rig.body_parent == b)
+            if len(kids):
+                d = rig.joint_pos[kids].mean(0) - rig.joint_pos[b]
+            else:
+                d = rig.body_rest_pos[b] - rig.joint_pos[b]
+            a = np.cross(d, [0.0, -1.0, 0.0])
+        axes[b] = a / np.linalg.norm(a)
+    return axes
+
+
+def _continuous(q: np.ndarray) -> np.ndarray:
+    """Quaternions (F, ..., 4) with signs flipped so consecutive frames agree (q ~ -q)."""
+    if len(q) < 2:
+        return q
+    dots = np.sum(q[1:] * q[:-1], axis=-1)
+    flips = np.concatenate([np.ones((1,) + dots.shape[1:]), np.where(dots < 0, -1.0, 1.0)])
+    return q * np.cumprod(flips, axis=0)[..., None]
+
+
+@dataclass
+class Retargeter:
+    """The fixed part of a retarget: mapping, heading, scale and per-body alignments.
+
+    Build with `Retargeter.build(rig, skeleton, preset=..., mapping=...)`; then
+    `to_model(motion)` -> Reference and `to_source(root_pos, local_rot, ...)` -> SourceMotion.
+    """
+
+    rig: object
+    skeleton: SourceSkeleton
+    mapping: dict
+    preset: str
+    heading: np.ndarray  # F, quaternion about +Z
+    scale: float
+    align: np.ndarray  # (B, 4) A_b (identity for unmapped bodies)
+    source_of: np.ndarray  # (B,) source bone index per body, -1 when unmapped
+    axes: np.ndarray  # (B, 3) hinge axes
+    source_height: float
+    source_leg: float
+
+    @classmethod
+    def build(cls, rig, skeleton: SourceSkeleton, preset: str | None = None,
+              mapping=None, exact: bool = False) -> "Retargeter":
+        """exact=True takes `mapping` (a dict) as the whole mapping, as saved in a
+        Reference's meta, instead of laying it over a preset."""
+        if exact:
+            from .presets import check_mapping, missing_required
+
+            mp, label = dict(mapping), str(preset or "map")
+            check_mapping(mp, skeleton, label)
+            if missing_required(mp):
+                raise ParameterError("mapping", f"lacks model bodies {', '.join(missing_required(mp))}")
+        else:
+            mp, label = resolve_mapping(skeleton, preset, mapping)
+        B = rig.num_bodies
+        src = np.full(B, -1)
+        for b, name in enumerate(rig.body_names):
+            if name in mp:
+                src[b] = skeleton.index(mp[name])
+        W0, P0 = skeleton.rest_pose()
+        bi = rig.body_index
+        up = np.array([0.0, 0.0, 1.0])
+        # Heading: the thighs give the source's left; forward = left x up must become -Y.
+        left = P0[src[bi("FemurL")]] - P0[src[bi("FemurR")]]
+        fwd = np.cross(left, up)
+        fwd[2] = 0.0
+        if np.linalg.norm(fwd) < 1e-9:
+            raise ParameterError("skeleton", "cannot tell which way the source faces: its hips are not side by side")
+        angle = np.arctan2(-1.0, 0.0) - np.arctan2(fwd[1], fwd[0])
+        Fq = _zturn(angle)
+        P = quat_rotate(Fq, P0)  # turned source rest heads
+
+        # Scale from leg length (hip -> knee -> ankle), averaged over both sides.
+        def leg(pos, idx):
+            return np.mean([np.linalg.norm(pos[idx(f"Femur{s}")] - pos[idx(f"Tibia{s}")])
+                            + np.linalg.norm(pos[idx(f"Tibia{s}")] - pos[idx(f"Talus{s}")])
+                            for s in "RL"])
+
+        src_leg = leg(P0, lambda n: src[bi(n)])
+        model_leg = leg(rig.joint_pos, bi)
+        if src_leg < 1e-6:
+            raise ParameterError("skeleton", "the source's legs have zero length in the rest pose")
+        scale = float(model_leg / src_leg)
+
+        # Alignments.
+        A = np.tile([1.0, 0, 0, 0], (B, 1))
+        J = rig.joint_pos
+        lat_m = J[bi("FemurL")] - J[bi("FemurR")]
+        upb = "Spine" if src[bi("Spine")] >= 0 else "Torso"
+        up_m = J[bi(upb)] - J[0]
+        lat_s = P[src[bi("FemurL")]] - P[src[bi("FemurR")]]
+        up_s = P[src[bi(upb)]] - P[src[0]]
+        if np.linalg.norm(up_s) < 1e-6:  # spine bone starts at the hips: use the neck side
+            up_s = np.mean(P[[src[bi("ArmR")], src[bi("ArmL")]]], 0) - P[src[0]]
+            up_m = np.mean(J[[bi("ArmR"), bi("ArmL")]], 0) - J[0]
+        A[0] = matrix_to_quat(_frame(lat_s, up_s) @ _frame(lat_m, up_m).T)
+
+        def targets(b):
+            """Mapped model bodies that b's direction points at (descending past unmapped)."""
+            kids = _DIRECTION.get(rig.body_names[b]) or [
+                rig.body_names[k] for k in np.flatnonzero(rig.body_parent == b)]
+            if len(kids) != 1 and rig.body_names[b] not in _DIRECTION:
+                return []
+            ks = [bi(k) for k in kids]
+            if all(src[k] >= 0 for k in ks):
+                return ks
+            if len(ks) == 1:
+                return targets(ks[0])
+            return []
+
+        for b in range(1, B):
+            p = rig.body_parent[b]
+            A[b] = A[p]
+            if src[b] < 0:
+                continue
+            ks = targets(b)
+            d_s = None
+            if ks:
+                d_m = J[ks].mean(0) - J[b]
+                d_s = P[src[ks]].mean(0) - P[src[b]]
+            else:
+                kids = np.flatnonzero(rig.body_parent == b)
+                s = src[b]
+                tip = None
+                skids = skeleton.children(s)
+                if len(skids) == 1:
+                    tip = P[skids[0]]
+                elif s in skeleton.end_sites:
+                    tip = P[s] + quat_rotate(quat_multiply(Fq, W0[s]), skeleton.end_sites[s])
+                if len(kids) == 1 and tip is not None:
+                    d_m = J[kids[0]] - J[b]
+                    d_s = tip - P[s]
+            if d_s is not None and np.linalg.norm(d_s) > 1e-6 and np.linalg.norm(d_m) > 1e-6:
+                A[b] = _swing(d_m, d_s)
+
+        rot, pos = skeleton.rest_pose()
+        height = float(np.ptp(pos[:, 2]))
+        return cls(rig, skeleton, mp, label, Fq, scale, A, src, hinge_axes(rig), height, float(src_leg))
+
+    # ---- source -> model -------------------------------------------------------------------
+    def model_rotations(self, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Joint-frame world rotations G (F, B, 4) and hinge off-axis angles (F, B) from the
+        source's world bone rotations W (F, J, 4)."""
+        rig = self.rig
+        W0, _ = self.skeleton.rest_pose()
+        F = W.shape[0]
+        B = rig.num_bodies
+        G = np.empty((F, B, 4))
+        off = np.zeros((F, B))
+        Fq, Fc = self.heading, quat_conjugate(self.heading)
+        for b in range(B):
+            s = self.source_of[b]
+            p = rig.body_parent[b]
+            if s < 0:
+                G[:, b] = G[:, p] if p >= 0 else self.align[0]
+                continue
+            rot_s = quat_multiply(W[:, s], quat_multiply(quat_conjugate(W0[s]), Fc))
+            G[:, b] = quat_multiply(quat_multiply(Fq, rot_s), self.align[b])
+            if rig.joint_type[b] == HINGE:
+                local = quat_multiply(quat_conjugate(G[:, p]), G[:, b])
+                a = self.axes[b]
+                proj = local[:, 1:] @ a
+                tw = np.concatenate([local[:, :1], proj[:, None] * a], -1)
+                n = np.linalg.norm(tw, axis=-1, keepdims=True)
+                tw = np.where(n > 1e-9, tw / np.maximum(n, 1e-12), [1.0, 0, 0, 0])
+                # off-axis part: local = swing * twist
+                sw = quat_multiply(local, quat_conjugate(tw))
+                off[:, b] = 2 * np.arccos(np.clip(np.abs(sw[:, 0]), 0, 1))
+                G[:, b] = quat_multiply(G[:, p], tw)
+        return quat_normalize(G), off
+
+    def to_model(self, motion: SourceMotion, fps: float = REFERENCE_FPS, source: str = "",
+                 ground: bool = True, with_muscles: bool = True) -> Reference:
+        """The model's reference trajectory for `motion`, resampled to `fps` (slerp)."""
+        if motion.skeleton is not self.skeleton and motion.skeleton.names != self.skeleton.names:
+            raise ParameterError("motion", "the motion's skeleton is not the one this retargeter was built for")
+        t0 = time.perf_counter()
+        if abs(motion.fps - fps) > 1e-6 * fps:
+            motion = motion.resample(fps)
+        W, Ps = motion.fk()
+        G, off = self.model_rotations(W)
+        rig = self.rig
+        local = np.empty_like(G)
+        local[:, 0] = G[:, 0]
+        par = rig.body_parent[1:]
+        local[:, 1:] = quat_multiply(quat_conjugate(G[:, par]), G[:, 1:])
+        local = _continuous(quat_normalize(local))
+        root = self.scale * quat_rotate(self.heading, Ps[:, self.source_of[0]])
+        R = quat_to_matrix(local)
+        _, _, body_rot, body_pos = forward_kinematics(rig, root, R)
+        offset = 0.0
+        if ground:
+            offset = ground_offset(rig, body_rot, body_pos, fps)
+            root = root + [0.0, 0.0, offset]
+            body_pos = body_pos + [0.0, 0.0, offset]
+        ref = build_reference(rig, root, local, body_rot, body_pos, fps, with_muscles=with_muscles)
+        hinges = [b for b in range(rig.num_bodies) if rig.joint_type[b] == HINGE and self.source_of[b] >= 0]
+        off_deg = {rig.body_names[b]: dict(mean=round(float(np.degrees(off[:, b].mean())), 3),
+                                           max=round(float(np.degrees(off[:, b].max())), 3))
+                   for b in hinges}
+        ref.meta.update(
+            source=str(source),
+            mapping=dict(self.mapping),
+            preset=self.preset,
+            scale=float(self.scale),
+            scale_basis="leg length (hip-knee-ankle)",
+            heading_deg=round(float(np.degrees(2 * np.arctan2(self.heading[3], self.heading[0]))), 4),
+            ground_offset_m=float(offset),
+            source_fps=round(float(motion.fps), 6),
+            hinge_off_axis_deg=off_deg,
+            retarget_seconds=round(time.perf_counter() - t0, 3),
+        )
+        return ref
+
+    # ---- model -> source -------------------------------------------------------------------
+    def to_source(self, root_pos: np.ndarray, local_rot: np.ndarray, frame_time: float,
+                  ground_offset: float = 0.0, original: SourceMotion | None = None) -> SourceMotion:
+        """Source-skeleton motion reproducing a model trajectory.
+
+        root_pos (F, 3), local_rot (F, B, 4) quaternions or (F, B, 3, 3) matrices.
+        Unmapped source bones take `original`'s local rotations (resampled to frame_time;
+        used when the frame counts then agree) or stay at rest.
+        """
+        rig, skel = self.rig, self.skeleton
+        root_pos = np.asarray(root_pos, float)
+        local_rot = np.asarray(local_rot, float)
+        if local_rot.shape[-2:] == (3, 3):
+            local_rot = matrix_to_quat(local_rot)
+        F = root_pos.shape[0]
+        if local_rot.shape != (F, rig.num_bodies, 4):
+            raise ParameterError("local_rot", f"expected ({F}, {rig.num_bodies}, 4) or (..., 3, 3), got {local_rot.shape}")
+        G = np.empty_like(local_rot)
+        for b in range(rig.num_bodies):
+            p = rig.body_parent[b]
+            G[:, b] = local_rot[:, b] if p < 0 else quat_multiply(G[:, p], local_rot[:, b])
+        orig_rot, orig_trans = None, None
+        if original is not None:
+            o = original
+            if abs(o.frame_time - frame_time) > 1e-9:
+                o = o.resample(1.0 / frame_time)
+            if o.num_frames == F:
+                orig_rot, orig_trans = o.rotations, o.local_translations
+        W0, _ = skel.rest_pose()
+        Fq, Fc = self.heading, quat_conjugate(self.heading)
+        first = {}
+        for b in range(rig.num_bodies):
+            s = int(self.source_of[b])
+            if s >= 0 and s not in first:
+                first[s] = b
+        J = skel.num_bones
+        Ws = np.empty((F, J, 4))
+        rots = np.empty((F, J, 4))
+        for s in range(J):
+            p = skel.parents[s]
+            if s in first:
+                b = first[s]
+                Ws[:, s] = quat_multiply(
+                    quat_multiply(Fc, quat_multiply(G[:, b], quat_conjugate(self.align[b]))),
+                    quat_multiply(Fq, W0[s]))
+                par = Ws[:, p] if p >= 0 else np.array([1.0, 0, 0, 0])
+                rots[:, s] = quat_multiply(quat_conjugate(skel.rest_rotations[s]),
+                                           quat_multiply(quat_conjugate(par), Ws[:, s]))
+            else:
+                rots[:, s] = orig_rot[:, s] if orig_rot is not None else [1.0, 0, 0, 0]
+                par = Ws[:, p] if p >= 0 else np.array([1.0, 0, 0, 0])
+                Ws[:, s] = quat_multiply(par, quat_multiply(skel.rest_rotations[s], rots[:, s]))
+        rots = _continuous(quat_normalize(rots))
+        s0 = self.source_of[0]
+        target = quat_rotate(Fc, (root_pos - [0.0, 0.0, ground_offset]) / self.scale)
+        probe = SourceMotion(skel, rots, np.zeros((F, 3)), frame_time, orig_trans)
+        _, heads = probe.fk()
+        return SourceMotion(skel, rots, target - heads[:, s0], frame_time, orig_trans)
+
+    def reference_to_source(self, ref: Reference, original: SourceMotion | None = None) -> SourceMotion:
+        return self.to_source(ref.root_pos, ref.local_rot, ref.frame_time,
+                              float(ref.meta.get("ground_offset_m", 0.0)), original)
+
+
+# ---- helpers shared with other callers --------------------------------------------------
+def ground_offset(rig, body_rot: np.ndarray, body_pos: np.ndarray, fps: float) -> float:
+    """Vertical shift that puts the feet on the floor in stance.
+
+    Per foot and frame, the lowest corner of its contact boxes; it is in stance when that
+    point (followed as the same point on the foot) moves horizontally slower than 0.3 m/s.
+    The shift is minus the median height of stance points; with no stance frames (a clip
+    in the air) minus the 5th percentile of the per-frame lowest point.
+    """
+    from .reference import foot_points
+
+    hs, stance = [], []
+    for side in ("R", "L"):
+        pts = foot_points(rig, body_rot, body_pos, side)
+        k = np.argmin(pts[..., 2], axis=-1)
+        low = np.take_along_axis(pts, k[:, None, None], 1)[:, 0]
+        hs.append(low[:, 2])
+        if len(pts) > 2:
+            nxt = np.take_along_axis(pts[2:], k[1:-1, None, None], 1)[:, 0]
+            prv = np.take_along_axis(pts[:-2], k[1:-1, None, None], 1)[:, 0]
+            v = np.linalg.norm(nxt[:, :2] - prv[:, :2], axis=-1) * fps / 2
+            stance.append(low[1:-1, 2][v < STANCE_SPEED_MPS])
+    st = np.concatenate(stance) if stance else np.zeros(0)
+    if st.size:
+        return -float(np.median(st))
+    return -float(np.percentile(np.minimum(*hs), 5))
+
+
+def build_reference(rig, root_pos: np.ndarray, local: np.ndarray, body_rot: np.ndarray,
+                    body_pos: np.ndarray, fps: float, with_muscles: bool = True) -> Reference:
+    """A Reference from a model trajectory (local quaternions (F, B, 4)); derived arrays
+    (q, velocities, muscle lengths and rates, metrics) are computed here."""
+    F, B = local.shape[:2]
+    dt = 1.0 / fps
+    times = np.arange(F) * dt
+    q_parts, v_parts = [], []
+    axes = hinge_axes(rig)
+    rv = np.gradient(root_pos, dt, axis=0) if F > 1 else np.zeros_like(root_pos)
+    # angular velocity in the child frame: log(R(t-1)^T R(t+1)) / 2dt (one-sided at the ends)
+    if F > 1:
+        nxt = np.concatenate([local[1:], local[-1:]])
+        prv = np.concatenate([local[:1], local[:-1]])
+        span = np.full(F, 2 * dt)
+        span[[0, -1]] = dt
+        omega = quat_to_axis_angle(quat_multiply(quat_conjugate(prv), nxt)) / span[:, None, None]
+    else:
+        omega = np.zeros((F, B, 3))
+    for b in range(B):
+        t = rig.joint_type[b]
+        if t == FREE:
+            q_parts += [root_pos, local[:, b]]
+            v_parts += [rv, omega[:, b]]
+        elif t == BALL:
+            q_parts.append(local[:, b])
+            v_parts.append(omega[:, b])
+        else:
+            ang = 2 * np.arctan2(local[:, b, 1:] @ axes[b], local[:, b, 0])
+            ang = (ang + np.pi) % (2 * np.pi) - np.pi
+            q_parts.append(ang[:, None])
+            v_parts.append((np.gradient(np.unwrap(ang), dt) if F > 1 else np.zeros(F))[:, None])
+    q = np.concatenate(q_parts, -1)
+    qvel = np.concatenate(v_parts, -1)
+    M = rig.num_muscles
+    L = np.zeros((F, M))
+    if with_muscles:
+        paths = MusclePaths(rig)
+        for i in range(0, F, _CHUNK):
+            wp = paths.positions(body_rot[i:i + _CHUNK], body_pos[i:i + _CHUNK])
+            L[i:i + _CHUNK] = muscle_lengths(rig, wp)
+    Ld = np.gradient(L, dt, axis=0) if F > 1 else np.zeros_like(L)
+    metrics, feet = motion_metrics(rig, body_rot, body_pos, root_pos, fps)
+    meta = dict(fps=float(fps), rig=rig.name, bodies=list(rig.body_names), metrics=metrics)
+    return Reference(times, root_pos, local, body_pos, body_rot, q, qvel, rv, L, Ld, feet, meta)
+
+
+# ---- one-call API -------------------------------------------------------------------------
+def retarget(motion: SourceMotion, rig=None, preset: str | None = None, mapping=None,
+             fps: float = REFERENCE_FPS, source: str = "") -> tuple[Reference, Retargeter]:
+    """Source motion -> (model Reference at `fps`, the Retargeter used, for going back)."""
+    if rig is None:
+        from ..rig import load_rig
+
+        rig = load_rig()
+    rt = Retargeter.build(rig, motion.skeleton, preset=preset, mapping=mapping)
+    return rt.to_model(motion, fps=fps, source=source), rt
+
+
+def retarget_file(path, rig=None, preset: str | None = None, mapping=None, units: str = "auto",
+                  up: str = "y", fps: float = REFERENCE_FPS) -> tuple[Reference, Retargeter, SourceMotion]:
+    """Read a BVH and retarget it; returns (reference, retargeter, source motion)."""
+    from .bvh import read_bvh
+
+    motion = read_bvh(path, units=units, up=up)
+    ref, rt = retarget(motion, rig, preset, mapping, fps, source=str(Path(path)))
+    return ref, rt, motion
+
+
+def retarget_back(ref: Reference, skeleton: SourceSkeleton, rig=None,
+                  root_pos: np.ndarray | None = None, local_rot: np.ndarray | None = None,
+                  original: SourceMotion | None = None) -> SourceMotion:
+    """Model -> source for a reference made by `retarget` (same mapping and scale, read from
+    its meta); root_pos/local_rot (e.g. a simulated take at the reference's rate) replace
+    the reference's own trajectory when given."""
+    if rig is None:
+        from ..rig import load_rig
+
+        rig = load_rig()
+    rt = Retargeter.build(rig, skeleton, preset=ref.meta.get("preset"), mapping=ref.meta.get("mapping"),
+                          exact=True)
+    rt.scale = float(ref.meta.get("scale", rt.scale))
+    rp = ref.root_pos if root_pos is None else root_pos
+    lr = ref.local_rot if local_rot is None else local_rot
+    return rt.to_source(rp, lr, ref.frame_time, float(ref.meta.get("ground_offset_m", 0.0)), original)
