@@ -48,26 +48,27 @@ def run_bench(seconds: float = 2.0, rig_name: str = "human284"):
     stages = {k: 0.0 for k in ("lbs", "lengths", "hill_pd", "fatigue", "forces")}
     total = 0.0
     clock = time.perf_counter
+    xp = ms._xp
+    f0, l_rest = rig.muscle_f0, rig.muscle_rest_length
     with Progress("bench muscle step", 2 * n) as bar:
-        for i in range(n):  # stage by stage
+        for i in range(n):  # stage by stage, as MuscleSystem.step runs them
             t0 = clock()
-            wp, wv = ms.paths.positions_and_velocities(br[i], bp[i], lv[i], av[i])
+            ms.paths.positions_and_velocities(br[i], bp[i], lv[i], av[i])
             t1 = clock()
-            wp, u, length, rate = ms.kinematics(br[i], bp[i], lv[i], av[i])
+            u, length, rate = ms.kinematics(br[i], bp[i], lv[i], av[i])
             t2 = clock()
-            lbar = hill.normalized_length(length, rig.muscle_rest_length, rig.muscle_lt, rig.muscle_lm)
-            vbar = hill.normalized_velocity(rate, rig.muscle_rest_length, rig.muscle_lm)
-            f_pd = hill.pd_force(length, rate, hill.target_length(action, rig.muscle_rest_length),
-                                 ms.gains.kp, ms.gains.kd)
-            alpha_pd = hill.pd_activation(f_pd, rig.muscle_f0, lbar, vbar)
+            lbar = hill.normalized_length(length, l_rest, rig.muscle_lt, rig.muscle_lm)
+            vbar = hill.normalized_velocity(rate, l_rest, rig.muscle_lm)
+            f_pd = hill.pd_force(length, rate, hill.target_length(action, l_rest), ms.gains.kp, ms.gains.kd, xp)
+            flfv, fpe = hill.active_and_passive(lbar, vbar, xp)
+            alpha_pd = hill.activation_from_factors(f_pd, f0, flfv, fpe, xp)
             t3 = clock()
-            alpha, state = fat.step_with_activation(state, alpha_pd, ms.dt, ms.params)
+            alpha, state = fat.step_with_activation(state, alpha_pd, ms.dt, ms.params, xp)
             t4 = clock()
-            force = hill.muscle_force(alpha, lbar, vbar, rig.muscle_f0)
-            ms.body_wrench(wp, u, force, bp[i])
+            ms.body_wrench(br[i], u, hill.force_from_factors(alpha, f0, flfv, fpe))
             t5 = clock()
-            stages["lbs"] += t1 - t0
-            stages["lengths"] += (t2 - t1) - (t1 - t0)  # kinematics() includes the LBS
+            stages["lbs"] += t1 - t0  # all waypoints and their velocities (not needed by the step)
+            stages["lengths"] += t2 - t1  # segment vectors, muscle lengths and rates
             stages["hill_pd"] += t3 - t2
             stages["fatigue"] += t4 - t3
             stages["forces"] += t5 - t4

@@ -139,18 +139,18 @@ def compartment_step(MA, MR, MF, C, demanding, dt, F, R, r, xp=np):
 
 
 # ---- one step, in the two ways a caller drives it ----------------------------------------
-def step_with_activation(state: FatigueState, alpha_pd, dt: float, p: FatigueParams):
+def step_with_activation(state: FatigueState, alpha_pd, dt: float, p: FatigueParams, xp=np):
     """Clip the wanted activation to the 3CC-r bounds and advance the state (eq. 34-37, 26).
 
     Returns (alpha*, new state). The muscle is 'demanding' when it asked for more than it
     got or its activation is being raised (C > 0): both mean the target load exceeds M_A.
     """
     F, R = p.F_eff, p.R_eff
-    lb, ub = activation_bounds(state.MA, state.MR, dt, F, p.LD, p.LR)
-    alpha = clip_activation(alpha_pd, lb, ub)
+    lb, ub = activation_bounds(state.MA, state.MR, dt, F, p.LD, p.LR, xp)
+    alpha = clip_activation(alpha_pd, lb, ub, xp)
     C = transfer_rate(alpha, state.MA, dt, F)
     demanding = (C > 0) | (alpha_pd > ub)
-    MA, MR, MF = compartment_step(state.MA, state.MR, state.MF, C, demanding, dt, F, R, p.r)
+    MA, MR, MF = compartment_step(state.MA, state.MR, state.MF, C, demanding, dt, F, R, p.r, xp)
     return alpha, FatigueState(alpha, MR, MF)
 
 

@@ -87,8 +87,15 @@ class MusclePaths:
     step moves every waypoint, with no per-anchor temporaries.
     """
 
+    # [-w]x flattened row-major is w @ _SKEW_NEG: dR/dt^T = R^T [-w]x (dR/dt = [w]x R).
+    _SKEW_NEG = np.zeros((3, 9))
+    _SKEW_NEG[[0, 1, 2], [5, 6, 1]] = 1.0
+    _SKEW_NEG[[0, 1, 2], [7, 2, 3]] = -1.0
+
     def __init__(self, rig: Rig):
         from scipy.sparse import csr_matrix
+
+        from .transforms import SparseMatmul
 
         self.rig = rig
         K, B = rig.num_waypoints, rig.num_bodies
@@ -101,16 +108,17 @@ class MusclePaths:
             (vals.ravel(), (np.repeat(k, 4), (4 * b[:, None] + np.arange(4)).ravel())),
             shape=(K, 4 * B),
         )
+        self._X_times = SparseMatmul(self.X)
 
     def _apply(self, blocks: np.ndarray) -> np.ndarray:
         """X applied to per-body blocks (..., B, 4, C) -> (..., K, C)."""
         lead, C = blocks.shape[:-3], blocks.shape[-1]
         T = blocks.reshape(lead + (-1, C))
         if not lead:
-            return self.X @ T
+            return self._X_times(T)
         T = np.moveaxis(T, -2, 0).reshape(T.shape[-2], -1)
-        out = (self.X @ T).reshape((-1,) + lead + (C,))
-        return np.moveaxis(out, 0, -2)
+        pv = self._X_times(T).reshape((-1,) + lead + (C,))
+        return np.moveaxis(pv, 0, -2)
 
     def anchors(self, body_rot: np.ndarray, body_pos: np.ndarray) -> np.ndarray:
         """World position of each waypoint's anchor on each of its LBS bodies, (..., K, 2, 3)."""
@@ -120,8 +128,24 @@ class MusclePaths:
 
     def positions(self, body_rot: np.ndarray, body_pos: np.ndarray) -> np.ndarray:
         """Waypoint positions (..., K, 3)."""
-        blocks = np.concatenate([np.swapaxes(body_rot, -1, -2), body_pos[..., None, :]], axis=-2)
+        body_pos = np.asarray(body_pos, dtype=float)
+        blocks = np.empty(body_pos.shape[:-1] + (4, 3))
+        blocks[..., :3, :] = np.swapaxes(body_rot, -1, -2)
+        blocks[..., 3, :] = body_pos
         return self._apply(blocks)
+
+    def blocks(self, body_rot, body_pos, body_linvel, body_angvel, out=None) -> np.ndarray:
+        """Per-body blocks [[R^T, dR/dt^T], [t^T, v^T]], (..., B, 4, 6): X times them gives
+        waypoint positions and velocities side by side (dR/dt = [omega]x R)."""
+        body_pos, body_angvel = np.asarray(body_pos, dtype=float), np.asarray(body_angvel, dtype=float)
+        blocks = np.empty(body_pos.shape[:-1] + (4, 6)) if out is None else out
+        Rt = np.swapaxes(body_rot, -1, -2)
+        blocks[..., :3, :3] = Rt
+        blocks[..., 3, :3] = body_pos
+        skew_neg = (body_angvel @ self._SKEW_NEG).reshape(body_angvel.shape + (3,))
+        np.matmul(Rt, skew_neg, out=blocks[..., :3, 3:])
+        blocks[..., 3, 3:] = body_linvel
+        return blocks
 
     def positions_and_velocities(self, body_rot, body_pos, body_linvel, body_angvel):
         """Waypoint positions and velocities, (..., K, 3) each.
@@ -129,13 +153,7 @@ class MusclePaths:
         body_linvel is the velocity of each body frame's origin, body_angvel its angular
         velocity, both in the world frame: dp/dt = sum_i w_i (v_i + omega_i x R_i x_i).
         """
-        Rt = np.swapaxes(body_rot, -1, -2)
-        Rt_dot = cross(body_angvel[..., None, :], Rt)  # rows of dR/dt^T are omega x R's columns
-        blocks = np.concatenate([
-            np.concatenate([Rt, body_pos[..., None, :]], axis=-2),
-            np.concatenate([Rt_dot, body_linvel[..., None, :]], axis=-2),
-        ], axis=-1)
-        pv = self._apply(blocks)
+        pv = self._apply(self.blocks(body_rot, body_pos, body_linvel, body_angvel))
         return pv[..., :3], pv[..., 3:]
 
 

@@ -50,9 +50,29 @@ def force_passive(lbar, xp=np):
     return (xp.exp(4.0 * stretch / 0.6) - 1.0) / PE_SCALE
 
 
+def active_and_passive(lbar, vbar, xp=np):
+    """The two Hill factors every force needs: f_l(l_bar) f_v(v) and f_PE(l_bar) (eq. 25)."""
+    return force_length(lbar, xp) * force_velocity(vbar, xp), force_passive(lbar, xp)
+
+
+def force_from_factors(alpha, f0, flfv, fpe):
+    """f_m = f0 (alpha f_l f_v + f_PE) in newtons (eq. 22), from active_and_passive()."""
+    return f0 * (alpha * flfv + fpe)
+
+
+def activation_from_factors(f, f0, flfv, fpe, xp=np):
+    """The activation that produces force f, inverting eq. 22: (f / f0 - f_PE) / (f_l f_v) (eq. 5).
+
+    Where f_l f_v vanishes (too fast shortening) no activation suffices; the result is then
+    large and positive for any force the passive part does not cover, and the fatigue
+    bounds clip it (eq. 36).
+    """
+    return (f / f0 - fpe) / xp.clip(flfv, FLFV_FLOOR, None)
+
+
 def muscle_force(alpha, lbar, vbar, f0, xp=np):
     """f_m = f0 (alpha f_l(l_bar) f_v(v) + f_PE(l_bar)) in newtons (eq. 22)."""
-    return f0 * (alpha * force_length(lbar, xp) * force_velocity(vbar, xp) + force_passive(lbar, xp))
+    return force_from_factors(alpha, f0, *active_and_passive(lbar, vbar, xp))
 
 
 def target_length(action, l_tpose):
@@ -70,11 +90,5 @@ def pd_force(l, l_dot, l_target, kp, kd, xp=np):
 
 
 def pd_activation(f_pd, f0, lbar, vbar, xp=np):
-    """Activation that produces f_pd: alpha_pd = (f_pd / f0 - f_PE) / (f_l f_v) (eq. 5).
-
-    Where f_l f_v vanishes (too fast shortening) no activation suffices; the result is then
-    large and positive for any force the passive part does not cover, and the fatigue
-    bounds clip it (eq. 36).
-    """
-    flfv = xp.clip(force_length(lbar, xp) * force_velocity(vbar, xp), FLFV_FLOOR, None)
-    return (f_pd / f0 - force_passive(lbar, xp)) / flfv
+    """Activation that produces the PD force: alpha_pd = (f_pd / f0 - f_PE) / (f_l f_v) (eq. 5)."""
+    return activation_from_factors(f_pd, f0, *active_and_passive(lbar, vbar, xp), xp)

@@ -15,7 +15,7 @@ from . import kinematics as kin
 from . import muscle as hill
 from .errors import ParameterError
 from .rig import Rig
-from .transforms import cross
+from .transforms import SparseMatmul
 
 
 @dataclass(frozen=True)
@@ -51,72 +51,101 @@ class MuscleStep:
 
 
 class MuscleSystem:
-    """Muscles of one rig with their PD gains, 3CC-r parameters and time step."""
+    """Muscles of one rig with their PD gains, 3CC-r parameters and time step.
+
+    Segment vectors are linear in the body transforms. With T the per-body blocks
+    [R^T; t^T] (4B x 3) and X the LBS matrix of kinematics.MusclePaths, the segment
+    vectors are d = DX T with DX = D X, D taking each segment's end minus its start. The
+    same matrix gives their rates from [dR/dt^T; v^T], and its transpose carries the
+    tensions back to the bodies: the force a waypoint receives is split over its LBS
+    bodies with its blend weights, at the anchor on each body (the Jacobian transpose of
+    the LBS map). So the power the muscles deliver to the bodies equals -sum f dl/dt
+    exactly, and the joint torques they produce equal -A^T f for the moment arms A.
+    (MASS applies a blended waypoint's whole force to its nearest body instead, which
+    breaks both identities by a few percent.)
+
+    Buffers are reused from step to step: one instance must not be stepped from two
+    threads at once.
+    """
 
     def __init__(self, rig: Rig, fatigue: fat.FatigueParams | None = None,
                  dt: float = 1.0 / 120.0, gains: PDGains | None = None):
+        from scipy.sparse import csr_matrix
+
         self.rig = rig
         self.dt = float(dt)
         self.params = (fatigue or fat.FatigueParams()).validate(self.dt)
         self.gains = gains or PDGains.paper(rig)
         self.paths = kin.MusclePaths(rig)
-        self._seg_a, self._seg_b = rig.seg_a, rig.seg_b
+        S, K = len(rig.seg_a), rig.num_waypoints
+        s = np.arange(S)
+        D = csr_matrix((np.r_[-np.ones(S), np.ones(S)], (np.r_[s, s], np.r_[rig.seg_a, rig.seg_b])),
+                       shape=(S, K))
+        DX = (D @ self.paths.X).tocsr()
+        self._segments_of = SparseMatmul(DX)
+        self._to_bodies = SparseMatmul(DX.T.tocsr())
         self._seg_muscle = rig.seg_muscle
-        # Each segment pulls both of its end waypoints (eq. 20); the pull acts on the
-        # waypoint's force body. The 2S end contributions are sorted by body once, so that
-        # one reduceat sums them per body every step.
-        ends = np.concatenate([self._seg_a, self._seg_b])
-        end_body = rig.wp_force_body[ends]
-        self._order = np.argsort(end_body, kind="stable")
-        self._end_wp = ends[self._order]
-        self._end_sign = np.concatenate([np.ones(len(self._seg_a)), -np.ones(len(self._seg_a))])[self._order]
-        self._end_seg = np.concatenate([np.arange(len(self._seg_a))] * 2)[self._order]
-        counts = np.bincount(end_body, minlength=rig.num_bodies)
-        self._bodies_hit = np.flatnonzero(counts)
-        self._body_start = (np.cumsum(counts) - counts)[self._bodies_hit]
+        self._xp = _FastClipNumpy  # engine.muscle's xp: numpy with a cheaper clip
+        self._blocks = np.empty((rig.num_bodies, 4, 6))
+        self._dd = np.empty((S, 6))
 
     def kinematics(self, body_rot, body_pos, body_linvel, body_angvel):
-        """Waypoints, segment directions, muscle lengths and length rates (stage 1)."""
-        start = self.rig.muscle_seg_start
-        wp, wv = self.paths.positions_and_velocities(body_rot, body_pos, body_linvel, body_angvel)
-        d = wp[self._seg_b] - wp[self._seg_a]
-        seg_len = np.sqrt(np.einsum("si,si->s", d, d))
-        u = d / seg_len[:, None]
-        dv = wv[self._seg_b] - wv[self._seg_a]
-        length = np.add.reduceat(seg_len, start)
-        rate = np.add.reduceat(np.einsum("si,si->s", u, dv), start)
-        return wp, u, length, rate
+        """Stage 1: unit segment directions as rows (3, S), muscle lengths and rates (M,).
 
-    def body_wrench(self, wp, u, force, origin):
-        """Per-body force and torque about `origin` (B, 3) from muscle tensions (stage 6).
-
-        Each segment pulls its two end waypoints towards each other with the muscle's
-        tension (eq. 20); the pull is applied to the waypoint's force body.
+        Segment quantities are kept as rows (x, y, z over all segments) so every numpy
+        call runs over one long contiguous row.
         """
-        f = force[self._seg_muscle][self._end_seg, None] * u[self._end_seg]
-        f *= self._end_sign[:, None]
-        moment = cross(wp[self._end_wp], f)
-        sums = np.add.reduceat(np.concatenate([f, moment], axis=1), self._body_start, axis=0)
-        out = np.zeros((self.rig.num_bodies, 6))
-        out[self._bodies_hit] = sums
-        body_force = out[:, :3]
-        return body_force, out[:, 3:] - cross(origin, body_force)
+        blocks = self.paths.blocks(body_rot, body_pos, body_linvel, body_angvel, out=self._blocks)
+        dd = self._segments_of(blocks.reshape(-1, 6), out=self._dd).T.copy()  # rows d, dd/dt
+        d, d_dot = dd[:3], dd[3:]
+        seg_len = np.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+        u = d / seg_len
+        seg_rate = (u * d_dot).sum(axis=0)
+        start = self.rig.muscle_seg_start
+        return u, np.add.reduceat(seg_len, start), np.add.reduceat(seg_rate, start)
 
-    def step(self, body_rot, body_pos, body_linvel, body_angvel, action, state: fat.FatigueState,
-             body_origin=None) -> MuscleStep:
+    def body_wrench(self, body_rot, u, force):
+        """Stage 6: per-body force and torque about the body origin (B, 3) each, from the
+        muscle tensions (M,) pulling along the unit segment directions u (3, S) (eq. 20)."""
+        pull = (u * force[self._seg_muscle]).T  # on each segment's start; minus on its end
+        Q = -self._to_bodies(pull).reshape(-1, 4, 3)  # X^T f per body: [sum w x f^T; sum w f^T]
+        body_force = Q[:, 3]
+        # Torque about the origin: sum w (R x) x f, the axial part of R (sum w x f^T).
+        RS = body_rot @ Q[:, :3]
+        body_torque = np.stack([RS[:, 1, 2] - RS[:, 2, 1], RS[:, 2, 0] - RS[:, 0, 2],
+                                RS[:, 0, 1] - RS[:, 1, 0]], axis=-1)
+        return body_force, body_torque
+
+    def step(self, body_rot, body_pos, body_linvel, body_angvel, action,
+             state: fat.FatigueState) -> MuscleStep:
         """Stages 1-6 for a PD action a (eq. 11): lengths, Hill, PD, fatigue clip, forces, update.
 
-        Torques are about body_origin (default body_pos, the body frame origin).
+        Body states are world frame at each body's origin (box centre); torques come back
+        about that origin.
         """
-        rig, p = self.rig, self.params
-        wp, u, length, rate = self.kinematics(body_rot, body_pos, body_linvel, body_angvel)
+        rig, xp, f0 = self.rig, self._xp, self.rig.muscle_f0
+        u, length, rate = self.kinematics(body_rot, body_pos, body_linvel, body_angvel)
         lbar = hill.normalized_length(length, rig.muscle_rest_length, rig.muscle_lt, rig.muscle_lm)
         vbar = hill.normalized_velocity(rate, rig.muscle_rest_length, rig.muscle_lm)
         l_target = hill.target_length(action, rig.muscle_rest_length)
-        f_pd = hill.pd_force(length, rate, l_target, self.gains.kp, self.gains.kd)
-        alpha_pd = hill.pd_activation(f_pd, rig.muscle_f0, lbar, vbar)
-        alpha, new_state = fat.step_with_activation(state, alpha_pd, self.dt, p)
-        force = hill.muscle_force(alpha, lbar, vbar, rig.muscle_f0)
-        origin = body_pos if body_origin is None else body_origin
-        body_force, body_torque = self.body_wrench(wp, u, force, origin)
+        f_pd = hill.pd_force(length, rate, l_target, self.gains.kp, self.gains.kd, xp)
+        flfv, fpe = hill.active_and_passive(lbar, vbar, xp)
+        alpha_pd = hill.activation_from_factors(f_pd, f0, flfv, fpe, xp)
+        alpha, new_state = fat.step_with_activation(state, alpha_pd, self.dt, self.params, xp)
+        force = hill.force_from_factors(alpha, f0, flfv, fpe)
+        body_force, body_torque = self.body_wrench(body_rot, u, force)
         return MuscleStep(length, rate, alpha, force, body_force, body_torque, new_state)
+
+
+class _FastClipNumpy:
+    """numpy as an `xp` for engine.muscle, with clip as maximum/minimum: the same values,
+    without np.clip's per-call overhead on python-scalar bounds (several microseconds)."""
+
+    exp = staticmethod(np.exp)
+    where = staticmethod(np.where)
+
+    @staticmethod
+    def clip(x, lo, hi):
+        if lo is not None:
+            x = np.maximum(x, lo)
+        return x if hi is None else np.minimum(x, hi)
