@@ -108,6 +108,44 @@ def cmd_fatigue_curve(args) -> int:
     return 0
 
 
+# ---- arm-hold -------------------------------------------------------------------------
+EPILOG_ARM = """examples:
+  sinew arm-hold --out arm_hold/
+  sinew arm-hold --backend ode --hold 60 --rest 30 --rehold 30 --json
+  sinew arm-hold --fatigue-scale 0      # no fatigue: the arms stay up
+"""
+
+
+def cmd_arm_hold(args) -> int:
+    from .experiments.arm_hold import ArmHoldSetup, run_arm_hold
+    from .plots import arm_hold as plot_arm_hold
+    from .rig import load_rig
+
+    setup = ArmHoldSetup(hold=args.hold, rest=args.rest, rehold=args.rehold,
+                         fatigue_scale=args.fatigue_scale, backend=args.backend).validate()
+    rig = load_rig(args.rig)
+    result = run_arm_hold(rig, setup)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "arm_hold.json").write_text(json.dumps(result, indent=1))
+    s = result["summary"]
+    title = (f"Arm hold ({setup.backend}): F = 0.1, F/R = 20, fatigue scale {setup.fatigue_scale:g}; "
+             f"hold {setup.hold:g} s, rest {setup.rest:g} s, hold {setup.rehold:g} s")
+    plot_arm_hold(out / "arm_hold.png", result["series"], result["setup"], title)
+    def fmt(v, digits=1):
+        return "-" if v is None else f"{v:.{digits}f}"
+
+    lines = [
+        f"arm elevation  start {fmt(s['elevation_start_deg'])} deg, end of hold "
+        f"{fmt(s['elevation_end_hold_deg'])} deg, early re-hold {fmt(s['elevation_rehold_deg'])} deg",
+        f"shoulder M_F   end of hold {fmt(s['shoulder_MF_end_hold'], 3)}, "
+        f"end of rest {fmt(s['shoulder_MF_end_rest'], 3)}",
+        f"wrote          {out / 'arm_hold.json'}, {out / 'arm_hold.png'}",
+    ]
+    _emit(dict(s, out=str(out)), args.json, lines)
+    return 0
+
+
 # ---- bench ----------------------------------------------------------------------------
 def cmd_bench(args) -> int:
     from .bench import run_bench
@@ -159,6 +197,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="fatigue_curve.png", help="PNG to write (default fatigue_curve.png)")
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     p.set_defaults(func=cmd_fatigue_curve)
+
+    from .motion.commands import add_preview_parser, add_retarget_parser
+
+    add_retarget_parser(sub)
+    add_preview_parser(sub)
+
+    p = sub.add_parser(
+        "arm-hold", help="the arm-holding fatigue experiment (MuscleVAE Fig. 9-10)", epilog=EPILOG_ARM,
+        formatter_class=fmt,
+        description="Pelvis and trunk pinned, both arms held out by muscle-space PD on their T-pose "
+        "lengths; hold, rest with the arm muscles relaxed, hold again. Uses the paper's arm-hold "
+        "fatigue rates (F = 0.1, F/R = 20, r = 2). Writes arm_hold.json and arm_hold.png.")
+    p.add_argument("--backend", choices=("mujoco", "ode"), default="mujoco", help="physics backend (default mujoco)")
+    p.add_argument("--fatigue-scale", type=_finite("--fatigue-scale", 0.0), default=1.0,
+                   help="multiplies F and R (default 1; 0 switches fatigue off)")
+    p.add_argument("--hold", type=_finite("--hold", positive=True), default=120.0, help="seconds of the first hold (default 120)")
+    p.add_argument("--rest", type=_finite("--rest", 0.0), default=60.0, help="seconds of rest (default 60)")
+    p.add_argument("--rehold", type=_finite("--rehold", 0.0), default=60.0, help="seconds of the second hold (default 60)")
+    p.add_argument("--rig", default="human284", help="rig name or path (default: human284)")
+    p.add_argument("--out", default="arm_hold", help="output folder (default ./arm_hold)")
+    p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
+    p.set_defaults(func=cmd_arm_hold)
 
     p = sub.add_parser("bench", help="speed of each stage of the engine step", epilog=EPILOG_BENCH,
                        formatter_class=fmt,

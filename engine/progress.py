@@ -7,7 +7,7 @@ import time
 
 class Progress:
     """`with Progress("simulating", total) as bar: bar.update(n)`; silent when stderr is not a
-    terminal unless forced, and for work that ends within `delay` seconds."""
+    terminal, and for work that ends within `delay` seconds."""
 
     def __init__(self, label: str, total: float, delay: float = 2.0, stream=None):
         self.label, self.total, self.delay = label, max(float(total), 1e-12), delay
@@ -16,12 +16,15 @@ class Progress:
         self.done = 0.0
         self._last = 0.0
         self._shown = False
+        self.enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
 
     def __enter__(self) -> "Progress":
         return self
 
     def update(self, done: float) -> None:
         self.done = done
+        if not self.enabled:
+            return
         now = time.perf_counter()
         if now - self.start < self.delay or now - self._last < 0.2:
             return

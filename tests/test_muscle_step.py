@@ -76,6 +76,9 @@ def test_step_follows_the_pd_law_and_fatigue_bounds(rig, system):
     assert slack.any() and np.allclose(res.activation[slack], lb[slack])
 
 
-def test_gains_are_validated(rig):
-    with pytest.raises(ValueError, match="kp_scale"):
-        PDGains.paper(rig, kp_scale=float("nan"))
+def test_gains(rig):
+    g = PDGains.for_rig(rig, stiffness=20.0)
+    assert np.allclose(g.kp * rig.muscle_rest_length / 20.0, rig.muscle_f0)
+    assert np.allclose(g.kd, 2 * np.sqrt(g.kp))
+    with pytest.raises(ValueError, match="stiffness"):
+        PDGains.for_rig(rig, stiffness=float("nan"))

@@ -10,9 +10,24 @@ from .bvh import (
     snap_frame_time,
     write_bvh,
 )
+from .presets import PRESET_NAMES, PRESETS, guess_mapping, load_map, match_preset, resolve_mapping
+from .reference import Reference, load_reference
+from .retarget import Retargeter, retarget, retarget_back, retarget_file
 from .skeleton import SourceMotion, SourceSkeleton, validate_motion, validate_skeleton
 
 __all__ = [
+    "PRESETS",
+    "PRESET_NAMES",
+    "Reference",
+    "Retargeter",
+    "guess_mapping",
+    "load_map",
+    "load_reference",
+    "match_preset",
+    "resolve_mapping",
+    "retarget",
+    "retarget_back",
+    "retarget_file",
     "SourceMotion",
     "SourceSkeleton",
     "detect_units",

@@ -173,33 +173,43 @@ def foot_points(rig, body_rot: np.ndarray, body_pos: np.ndarray, side: str) -> n
     return pts.reshape(pts.shape[:-3] + (-1, 3))
 
 
+def foot_tracks(rig, body_rot: np.ndarray, body_pos: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per foot (right, left): the lowest corner of its contact boxes in each frame (F, 3),
+    and where that same point on the foot is one frame later (F-1, 3)."""
+    out = []
+    for side in ("R", "L"):
+        pts = foot_points(rig, body_rot, body_pos, side)  # (F, P, 3)
+        k = np.argmin(pts[..., 2], axis=-1)
+        low = np.take_along_axis(pts, k[:, None, None], 1)[:, 0]
+        nxt = np.take_along_axis(pts[1:], k[:-1, None, None], 1)[:, 0]
+        out.append((low, nxt))
+    return out
+
+
 def motion_metrics(rig, body_rot: np.ndarray, body_pos: np.ndarray, root_pos: np.ndarray,
-                   fps: float) -> tuple[dict, np.ndarray]:
+                   fps: float, tracks=None) -> tuple[dict, np.ndarray]:
     """Summary figures of a model trajectory, and the per-foot lowest point heights (F, 2).
 
     root_speed_mps: mean horizontal speed of the root over the clip (path length / time).
     foot_skate_cm: for each foot and frame interval, the foot's lowest point at the first
     frame (a point fixed on the foot) is followed to the next frame; when it starts within
     2 cm of the floor its horizontal slide counts. The mean slide per such contact interval,
-    in cm, at the clip's frame rate (so 0.1 cm per 120 Hz frame is a 12 cm/s slide);
+    in cm, at the clip's frame rate (at 120 Hz, 0.1 cm is a 12 cm/s slide);
     foot_skate_cm_per_s gives the same as a speed and foot_skate_total_cm the sum.
+    `tracks`: foot_tracks() of the same trajectory, when already computed.
     """
+    tracks = foot_tracks(rig, body_rot, body_pos) if tracks is None else tracks
     heights, slides = [], []
-    for side in ("R", "L"):
-        pts = foot_points(rig, body_rot, body_pos, side)  # (F, P, 3)
-        k = np.argmin(pts[..., 2], axis=-1)
-        low = np.take_along_axis(pts, k[:, None, None], 1)[:, 0]
+    for low, nxt in tracks:
         heights.append(low[:, 2])
-        if len(pts) > 1:
-            nxt = np.take_along_axis(pts[1:], k[:-1, None, None], 1)[:, 0]
-            d = np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=-1)
-            slides.append(d[low[:-1, 2] < CONTACT_HEIGHT_M])
+        d = np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=-1)
+        slides.append(d[low[:-1, 2] < CONTACT_HEIGHT_M])
     h = np.stack(heights, -1)
     F = len(root_pos)
     seconds = max((F - 1) / fps, 1e-12)
     path = float(np.sum(np.linalg.norm(np.diff(root_pos[:, :2], axis=0), axis=-1))) if F > 1 else 0.0
     net = float(np.linalg.norm(root_pos[-1, :2] - root_pos[0, :2]))
-    sl = np.concatenate(slides) if slides else np.zeros(0)
+    sl = np.concatenate(slides)
     lowest = h.min(-1)
     metrics = dict(
         root_speed_mps=round(path / seconds, 4),

@@ -5,8 +5,11 @@ pose face -Y (the model's facing; found from the thighs and the up axis), W_s(t)
 rotation of source bone s and W_s^0 its rest world rotation. Each mapped model body b gets
 an alignment A_b: the rotation taking the model's rest (T-pose) bone direction, joint b ->
 its child joint, onto the source's turned rest bone direction, bone s head -> the head of
-the bone mapped to that child (the minimal swing; the pelvis aligns a whole frame built from
-the hips and the spine instead; leaves such as hands and head inherit their parent's A).
+the bone mapped to that child (keeping the bone's forward side forward, see _aim: no
+twist for an A-pose; the pelvis aligns a whole frame built from
+the hips and the spine instead; the feet take A = I, since both rest poses stand with flat
+soles and feet forward while the ankle -> toe joint line differs between skeletons; leaves
+such as hands, toes and head inherit their parent's A).
 Then the world rotation of b's joint frame is
 
     G_b(t) = F W_s(t) (W_s^0)^-1 F^-1 A_b
@@ -41,16 +44,17 @@ from ..transforms import (
     quat_to_matrix,
 )
 from .presets import resolve_mapping
-from .reference import Reference, motion_metrics
+from .reference import Reference, foot_tracks, motion_metrics
 from .skeleton import SourceMotion, SourceSkeleton
 
 REFERENCE_FPS = 120.0
 STANCE_SPEED_MPS = 0.3  # a foot point slower than this (horizontally) is planted
-_CHUNK = 4096  # frames per block when computing muscle lengths
+_CHUNK = 256  # frames per block when computing muscle lengths
 
 # Which model joint a body's direction points at (bodies with one child use that child).
 _DIRECTION = {"Torso": ["Neck"], "TalusR": ["FootThumbR", "FootPinkyR"],
               "TalusL": ["FootThumbL", "FootPinkyL"]}
+_FEET = ("TalusR", "TalusL")
 
 
 def _swing(u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -66,6 +70,29 @@ def _swing(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     return quat_normalize(np.concatenate([[1.0 + d], np.cross(u, v)]))
 
 
+def _aim(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Rotation taking bone direction u onto v that keeps the bone's forward side forward.
+
+    Both directions get a frame (bone axis, the world forward -Y made orthogonal to it; +Z
+    for bones that point forward or back) and A maps one frame onto the other. Unlike the
+    minimal swing this adds no twist when an A-pose arm (turned about the forward axis)
+    tilts out of the frontal plane; for small differences the two agree.
+    """
+    def frame(d):
+        d = d / np.linalg.norm(d)
+        ref = np.array([0.0, -1.0, 0.0])
+        if abs(d @ ref) > 0.9:
+            ref = np.array([0.0, 0.0, 1.0])
+        r = ref - (ref @ d) * d
+        r = r / np.linalg.norm(r)
+        return np.stack([d, r, np.cross(d, r)], axis=1)
+
+    uu, vv = u / np.linalg.norm(u), v / np.linalg.norm(v)
+    if abs(uu @ [0.0, -1.0, 0.0]) > 0.9 or abs(vv @ [0.0, -1.0, 0.0]) > 0.9:
+        return _swing(u, v)  # near the switch between references: the swing is stable there
+    return matrix_to_quat(frame(v) @ frame(u).T)
+
+
 def _frame(lateral: np.ndarray, up: np.ndarray) -> np.ndarray:
     """Rotation with x along `lateral` and z as close to `up` as is orthogonal to it."""
     x = lateral / np.linalg.norm(lateral)
@@ -79,26 +106,23 @@ def _zturn(angle: float) -> np.ndarray:
 
 
 def hinge_axes(rig) -> np.ndarray:
-    """(B, 3) hinge axis per body in its parent's joint frame (zero rows for other joints).
+    """(B, 3) hinge axis per body in its parent's joint frame (zero rows for other joints);
+    joint frames are world-aligned at rest, so this is the rig's rest axis."""
+    return np.where((rig.joint_type == HINGE)[:, None], rig.joint_axis, 0.0)
 
-    A hinge whose stored axis is zero (the rig converter's symmetrisation cancels the MASS
-    elbow axes, which are not mirror images left/right) gets the flexion axis of a T-pose
-    limb facing -Y: bone direction x (0, -1, 0), i.e. +Z for the right elbow, -Z for the left.
-    """
-    axes = np.zeros((rig.num_bodies, 3))
-    for b in range(rig.num_bodies):
-        if rig.joint_type[b] != HINGE:
-            continue
-        a = np.asarray(rig.joint_axis[b], float)
-        if np.linalg.norm(a) < 1e-6:
-            kids = np.flatnonzero(rig.body_parent == b)
-            if len(kids):
-                d = rig.joint_pos[kids].mean(0) - rig.joint_pos[b]
-            else:
-                d = rig.body_rest_pos[b] - rig.joint_pos[b]
-            a = np.cross(d, [0.0, -1.0, 0.0])
-        axes[b] = a / np.linalg.norm(a)
-    return axes
+
+def _ddt(x: np.ndarray, dt: float) -> np.ndarray:
+    """Time derivative along axis 0: central differences, one-sided at the ends (the
+    values of numpy's gradient, without its overhead on large arrays)."""
+    out = np.empty_like(x)
+    if len(x) < 2:
+        out[...] = 0.0
+        return out
+    np.subtract(x[2:], x[:-2], out=out[1:-1])
+    out[1:-1] *= 0.5 / dt
+    out[0] = (x[1] - x[0]) / dt
+    out[-1] = (x[-1] - x[-2]) / dt
+    return out
 
 
 def _continuous(q: np.ndarray) -> np.ndarray:
@@ -222,14 +246,46 @@ class Retargeter:
                 if len(kids) == 1 and tip is not None:
                     d_m = J[kids[0]] - J[b]
                     d_s = tip - P[s]
+            if rig.body_names[b] in _FEET:
+                # Both rest poses stand with the soles flat and the feet forward; their
+                # ankle -> toe joint lines differ with where each skeleton puts its joints.
+                A[b] = [1.0, 0.0, 0.0, 0.0]
+                continue
             if d_s is not None and np.linalg.norm(d_s) > 1e-6 and np.linalg.norm(d_m) > 1e-6:
-                A[b] = _swing(d_m, d_s)
+                A[b] = _aim(d_m, d_s)
 
         rot, pos = skeleton.rest_pose()
         height = float(np.ptp(pos[:, 2]))
         return cls(rig, skeleton, mp, label, Fq, scale, A, src, hinge_axes(rig), height, float(src_leg))
 
     # ---- source -> model -------------------------------------------------------------------
+    def source_fk(self, motion: SourceMotion) -> tuple[np.ndarray, np.ndarray]:
+        """World rotations (F, J, 4) of the mapped source bones and their ancestors (other
+        columns unset), and the head of the pelvis bone (F, 3)."""
+        skel = self.skeleton
+        need = np.zeros(skel.num_bones, bool)
+        for s in self.source_of[self.source_of >= 0]:
+            while s >= 0 and not need[s]:
+                need[s] = True
+                s = skel.parents[s]
+        F = motion.num_frames
+        W = np.empty((F, skel.num_bones, 4))
+        for j in np.flatnonzero(need):
+            rest = skel.rest_rotations[j]
+            loc = motion.rotations[:, j]
+            if np.abs(rest[0] - 1.0) > 1e-15:
+                loc = quat_multiply(rest, loc)
+            p = skel.parents[j]
+            W[:, j] = loc if p < 0 else quat_multiply(W[:, p], loc)
+        s0 = int(self.source_of[0])
+        chain = [s0]
+        while skel.parents[chain[-1]] >= 0:
+            chain.append(int(skel.parents[chain[-1]]))
+        head = motion.root_translation.copy()
+        for j in chain[::-1][1:]:
+            head += quat_rotate(W[:, skel.parents[j]], motion.bone_offsets(j))
+        return W, head
+
     def model_rotations(self, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Joint-frame world rotations G (F, B, 4) and hinge off-axis angles (F, B) from the
         source's world bone rotations W (F, J, 4)."""
@@ -262,14 +318,19 @@ class Retargeter:
         return quat_normalize(G), off
 
     def to_model(self, motion: SourceMotion, fps: float = REFERENCE_FPS, source: str = "",
-                 ground: bool = True, with_muscles: bool = True) -> Reference:
-        """The model's reference trajectory for `motion`, resampled to `fps` (slerp)."""
+                 ground: bool = True, with_muscles: bool = True, progress=None) -> Reference:
+        """The model's reference trajectory for `motion`, resampled to `fps` (slerp).
+
+        source: the file name recorded in the meta; ground=False skips the vertical shift;
+        progress: optional callable(fraction done).
+        """
         if motion.skeleton is not self.skeleton and motion.skeleton.names != self.skeleton.names:
             raise ParameterError("motion", "the motion's skeleton is not the one this retargeter was built for")
         t0 = time.perf_counter()
+        source_fps = motion.fps
         if abs(motion.fps - fps) > 1e-6 * fps:
             motion = motion.resample(fps)
-        W, Ps = motion.fk()
+        W, hips = self.source_fk(motion)
         G, off = self.model_rotations(W)
         rig = self.rig
         local = np.empty_like(G)
@@ -277,15 +338,19 @@ class Retargeter:
         par = rig.body_parent[1:]
         local[:, 1:] = quat_multiply(quat_conjugate(G[:, par]), G[:, 1:])
         local = _continuous(quat_normalize(local))
-        root = self.scale * quat_rotate(self.heading, Ps[:, self.source_of[0]])
-        R = quat_to_matrix(local)
-        _, _, body_rot, body_pos = forward_kinematics(rig, root, R)
+        root = self.scale * quat_rotate(self.heading, hips)
+        body_rot, body_pos = model_bodies(rig, root, G)
+        tracks = foot_tracks(rig, body_rot, body_pos)
         offset = 0.0
         if ground:
-            offset = ground_offset(rig, body_rot, body_pos, fps)
+            offset = ground_offset(tracks, fps)
             root = root + [0.0, 0.0, offset]
             body_pos = body_pos + [0.0, 0.0, offset]
-        ref = build_reference(rig, root, local, body_rot, body_pos, fps, with_muscles=with_muscles)
+            tracks = [(low + [0.0, 0.0, offset], nxt + [0.0, 0.0, offset]) for low, nxt in tracks]
+        if progress:
+            progress(0.3)
+        ref = build_reference(rig, root, local, body_rot, body_pos, fps, with_muscles=with_muscles,
+                              tracks=tracks, progress=(lambda f: progress(0.3 + 0.6 * f)) if progress else None)
         hinges = [b for b in range(rig.num_bodies) if rig.joint_type[b] == HINGE and self.source_of[b] >= 0]
         off_deg = {rig.body_names[b]: dict(mean=round(float(np.degrees(off[:, b].mean())), 3),
                                            max=round(float(np.degrees(off[:, b].max())), 3))
@@ -298,7 +363,7 @@ class Retargeter:
             scale_basis="leg length (hip-knee-ankle)",
             heading_deg=round(float(np.degrees(2 * np.arctan2(self.heading[3], self.heading[0]))), 4),
             ground_offset_m=float(offset),
-            source_fps=round(float(motion.fps), 6),
+            source_fps=round(float(source_fps), 6),
             hinge_off_axis_deg=off_deg,
             retarget_seconds=round(time.perf_counter() - t0, 3),
         )
@@ -369,35 +434,70 @@ class Retargeter:
 
 
 # ---- helpers shared with other callers --------------------------------------------------
-def ground_offset(rig, body_rot: np.ndarray, body_pos: np.ndarray, fps: float) -> float:
+def ground_offset(tracks, fps: float) -> float:
     """Vertical shift that puts the feet on the floor in stance.
 
-    Per foot and frame, the lowest corner of its contact boxes; it is in stance when that
-    point (followed as the same point on the foot) moves horizontally slower than 0.3 m/s.
-    The shift is minus the median height of stance points; with no stance frames (a clip
-    in the air) minus the 5th percentile of the per-frame lowest point.
+    tracks: reference.foot_tracks() of the trajectory. A foot is in stance in a frame when
+    its lowest point (followed as the same point on the foot) slides horizontally slower
+    than 0.3 m/s; the shift is minus the median height of those points. With no stance
+    frames (a clip in the air) it is minus the 5th percentile of the per-frame lowest point.
     """
-    from .reference import foot_points
-
-    hs, stance = [], []
-    for side in ("R", "L"):
-        pts = foot_points(rig, body_rot, body_pos, side)
-        k = np.argmin(pts[..., 2], axis=-1)
-        low = np.take_along_axis(pts, k[:, None, None], 1)[:, 0]
-        hs.append(low[:, 2])
-        if len(pts) > 2:
-            nxt = np.take_along_axis(pts[2:], k[1:-1, None, None], 1)[:, 0]
-            prv = np.take_along_axis(pts[:-2], k[1:-1, None, None], 1)[:, 0]
-            v = np.linalg.norm(nxt[:, :2] - prv[:, :2], axis=-1) * fps / 2
-            stance.append(low[1:-1, 2][v < STANCE_SPEED_MPS])
-    st = np.concatenate(stance) if stance else np.zeros(0)
+    stance, lows = [], []
+    for low, nxt in tracks:
+        lows.append(low[:, 2])
+        v = np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=-1) * fps
+        stance.append(low[:-1, 2][v < STANCE_SPEED_MPS])
+    st = np.concatenate(stance)
     if st.size:
         return -float(np.median(st))
-    return -float(np.percentile(np.minimum(*hs), 5))
+    return -float(np.percentile(np.minimum(*lows), 5))
+
+
+def reference_muscle_lengths(rig, body_rot: np.ndarray, body_pos: np.ndarray, progress=None) -> np.ndarray:
+    """Muscle lengths (F, M) of a trajectory, in blocks of frames.
+
+    The same LBS and polyline sums as engine.kinematics (MusclePaths.positions +
+    muscle_lengths), but the sparse LBS matrix is differenced first (rows seg_b - seg_a), so
+    one sparse product gives every segment vector of a block of frames directly; blocks of
+    256 frames stay in cache. ~3x faster than positions + lengths over long clips.
+    """
+    X = MusclePaths(rig).X.tocsr()  # (K, 4B) sparse LBS weights
+    D = (X[rig.seg_b] - X[rig.seg_a]).tocsr()
+    F, B = body_pos.shape[:2]
+    out = np.empty((F, rig.num_muscles))
+    for i in range(0, F, _CHUNK):
+        R, t = body_rot[i:i + _CHUNK], body_pos[i:i + _CHUNK]
+        n = len(t)
+        blocks = np.empty((B, 4, n, 3))  # per body [R^T; t^T], frames along the columns
+        blocks[:, :3] = np.transpose(R, (1, 3, 0, 2))
+        blocks[:, 3] = np.transpose(t, (1, 0, 2))
+        d = np.asarray(D @ blocks.reshape(4 * B, n * 3)).reshape(-1, n, 3)
+        seg = np.sqrt(np.einsum("kfi,kfi->kf", d, d))
+        out[i:i + n] = np.add.reduceat(seg, rig.muscle_seg_start, axis=0).T
+        if progress and i % (64 * _CHUNK) == 0:
+            progress((i + n) / F)
+    return out
+
+
+def model_bodies(rig, root_pos: np.ndarray, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Body rotations (F, B, 3, 3) and positions (F, B, 3) from the root joint position and
+    the joint frames' world rotations G (F, B, 4); forward_kinematics with quaternions."""
+    B = rig.num_bodies
+    offset = rig.joint_pos - rig.joint_pos[np.maximum(rig.body_parent, 0)]
+    x = np.empty(G.shape[:-1] + (3,))
+    x[:, 0] = root_pos
+    for b in range(1, B):
+        p = rig.body_parent[b]
+        x[:, b] = x[:, p] + quat_rotate(G[:, p], offset[b])
+    rest_q = matrix_to_quat(rig.body_rest_rot)
+    body_rot = quat_to_matrix(quat_multiply(G, rest_q))
+    body_pos = x + quat_rotate(G, rig.body_rest_pos - rig.joint_pos)
+    return body_rot, body_pos
 
 
 def build_reference(rig, root_pos: np.ndarray, local: np.ndarray, body_rot: np.ndarray,
-                    body_pos: np.ndarray, fps: float, with_muscles: bool = True) -> Reference:
+                    body_pos: np.ndarray, fps: float, with_muscles: bool = True,
+                    tracks=None, progress=None) -> Reference:
     """A Reference from a model trajectory (local quaternions (F, B, 4)); derived arrays
     (q, velocities, muscle lengths and rates, metrics) are computed here."""
     F, B = local.shape[:2]
@@ -405,7 +505,7 @@ def build_reference(rig, root_pos: np.ndarray, local: np.ndarray, body_rot: np.n
     times = np.arange(F) * dt
     q_parts, v_parts = [], []
     axes = hinge_axes(rig)
-    rv = np.gradient(root_pos, dt, axis=0) if F > 1 else np.zeros_like(root_pos)
+    rv = _ddt(root_pos, dt)
     # angular velocity in the child frame: log(R(t-1)^T R(t+1)) / 2dt (one-sided at the ends)
     if F > 1:
         nxt = np.concatenate([local[1:], local[-1:]])
@@ -427,18 +527,12 @@ def build_reference(rig, root_pos: np.ndarray, local: np.ndarray, body_rot: np.n
             ang = 2 * np.arctan2(local[:, b, 1:] @ axes[b], local[:, b, 0])
             ang = (ang + np.pi) % (2 * np.pi) - np.pi
             q_parts.append(ang[:, None])
-            v_parts.append((np.gradient(np.unwrap(ang), dt) if F > 1 else np.zeros(F))[:, None])
+            v_parts.append(_ddt(np.unwrap(ang), dt)[:, None])
     q = np.concatenate(q_parts, -1)
     qvel = np.concatenate(v_parts, -1)
-    M = rig.num_muscles
-    L = np.zeros((F, M))
-    if with_muscles:
-        paths = MusclePaths(rig)
-        for i in range(0, F, _CHUNK):
-            wp = paths.positions(body_rot[i:i + _CHUNK], body_pos[i:i + _CHUNK])
-            L[i:i + _CHUNK] = muscle_lengths(rig, wp)
-    Ld = np.gradient(L, dt, axis=0) if F > 1 else np.zeros_like(L)
-    metrics, feet = motion_metrics(rig, body_rot, body_pos, root_pos, fps)
+    L = reference_muscle_lengths(rig, body_rot, body_pos, progress) if with_muscles else np.zeros((F, rig.num_muscles))
+    Ld = _ddt(L, dt)
+    metrics, feet = motion_metrics(rig, body_rot, body_pos, root_pos, fps, tracks=tracks)
     meta = dict(fps=float(fps), rig=rig.name, bodies=list(rig.body_names), metrics=metrics)
     return Reference(times, root_pos, local, body_pos, body_rot, q, qvel, rv, L, Ld, feet, meta)
 

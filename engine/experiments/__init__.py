@@ -1,0 +1,1 @@
+"""Experiments from the papers, reproduced with this engine (each backs a `sinew` command)."""

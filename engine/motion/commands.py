@@ -1,0 +1,149 @@
+"""`sinew retarget` and `sinew preview`: parsers and the functions they run.
+
+engine/cli.py wires them in with add_retarget_parser(sub) / add_preview_parser(sub); each
+parser sets `func`, which takes the parsed args and returns an exit code.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+EPILOG_RETARGET = """examples:
+  sinew retarget walk.bvh --out walk_ref.npz
+  sinew retarget mixamo_run.bvh --preset mixamo --json
+  sinew retarget mocap.bvh --map my_rig_map.json --units cm --out mocap_ref.npz
+  sinew retarget clip.bvh --preset cmu --map fix_spine.json     # the map overrides the preset
+
+presets: mass (Character1_*), mixamo (mixamorig:*), rigify (DEF-*), unreal (pelvis, thigh_l,
+...), cmu (Hips, LeftUpLeg, ...), smpl (pelvis, left_hip, ...). Without --preset every preset
+is tried and the best is kept; when none fits, bones are guessed from names and hierarchy.
+A map file is a JSON object {"model body": "source bone"}; model bodies: Pelvis, FemurR/L,
+TibiaR/L, TalusR/L, FootThumbR/L, FootPinkyR/L, Spine, Torso, Neck, Head, ShoulderR/L, ArmR/L,
+ForeArmR/L, HandR/L ("" unmaps a body).
+"""
+EPILOG_PREVIEW = """examples:
+  sinew preview walk_ref.npz --out walk_sheet.png
+  sinew preview run_ref.npz --out run.png --frames 10 --no-muscles
+"""
+
+
+def _summary_lines(ref, out: Path | None) -> list[str]:
+    s = ref.summary()
+    m = ref.meta
+    lines = [
+        f"source      {m.get('source', '')}",
+        f"mapping     {s['mapped_bones']} bodies ({s['preset']})",
+        f"frames      {s['frames']} at {s['fps']:g} Hz ({s['seconds']:.2f} s)",
+        f"scale       {s['scale']:.4f} (model/source leg length), ground offset {100 * m['ground_offset_m']:+.1f} cm",
+        f"root speed  {s['root_speed_mps']:.2f} m/s",
+        f"foot skate  {s['foot_skate_cm']:.3f} cm per contact frame ({s['foot_skate_cm_per_s']:.1f} cm/s)",
+        f"lowest foot {s['lowest_foot_min_cm']:+.1f} .. {s['lowest_foot_max_cm']:+.1f} cm (mean {s['lowest_foot_mean_cm']:+.1f})",
+    ]
+    if out is not None:
+        lines.append(f"reference   {out}")
+    return lines
+
+
+def cmd_retarget(args) -> int:
+    from ..errors import InputFileError
+    from ..progress import Progress
+    from ..rig import load_rig
+    from .bvh import read_bvh
+    from .retarget import Retargeter
+
+    clip = Path(args.clip)
+    if clip.suffix.lower() != ".bvh":
+        raise InputFileError(clip, "expected a .bvh file (armatures are retargeted from Blender)")
+    motion = read_bvh(clip, units=args.units, up=args.up)
+    rig = load_rig(args.rig)
+    rt = Retargeter.build(rig, motion.skeleton, preset=args.preset, mapping=args.map)
+    with Progress("retargeting", 1.0) as bar:
+        ref = rt.to_model(motion, fps=args.fps, source=str(clip), progress=bar.update)
+    out = Path(args.out) if args.out else Path(clip.stem + "_ref.npz")
+    ref.save(out)
+    summary = dict(ref.summary(), ground_offset_m=round(ref.meta["ground_offset_m"], 5),
+                   out=str(out))
+    lines = _summary_lines(ref, out)
+    print("\n".join(lines))
+    if args.json:
+        print(json.dumps(summary))
+    return 0
+
+
+def cmd_preview(args) -> int:
+    from ..rig import load_rig
+    from .preview import contact_sheet
+    from .reference import load_reference
+
+    ref = load_reference(args.reference)
+    rig = load_rig(ref.meta.get("rig", "human284") if args.rig is None else args.rig)
+    out = contact_sheet(ref, rig, args.out, frames=args.frames, muscles=not args.no_muscles)
+    summary = dict(out=str(out), frames=args.frames, reference=str(args.reference))
+    print(f"contact sheet {out}")
+    if args.json:
+        print(json.dumps(summary))
+    return 0
+
+
+def _fps(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--fps must be a number, got {text!r}") from None
+    if not (v > 0 and v < 10000):
+        raise argparse.ArgumentTypeError(f"--fps must be > 0, got {text}")
+    return v
+
+
+def _frames(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--frames must be a whole number, got {text!r}") from None
+    if not 1 <= v <= 40:
+        raise argparse.ArgumentTypeError(f"--frames must lie in 1..40, got {v}")
+    return v
+
+
+def add_retarget_parser(subparsers) -> argparse.ArgumentParser:
+    from .presets import PRESET_NAMES
+
+    p = subparsers.add_parser(
+        "retarget", help="retarget a BVH clip onto the model (reference trajectory .npz)",
+        epilog=EPILOG_RETARGET, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Map a BVH clip onto the 284-muscle model: bone mapping (preset, guess or map "
+        "file), rest-pose alignment (T- or A-pose), scaling by leg length, feet put on the floor, "
+        "resampled to 120 Hz. Writes body transforms, joint angles, root velocity and muscle "
+        "lengths to a reference .npz.")
+    p.add_argument("clip", help="BVH file")
+    g = p.add_argument_group("mapping")
+    g.add_argument("--preset", choices=PRESET_NAMES, default=None,
+                   help="bone-name preset (default: the best-fitting one)")
+    g.add_argument("--map", default=None, metavar="MAP.json",
+                   help='JSON {"model body": "source bone"} laid over the preset; its entries win')
+    p.add_argument("--units", choices=("auto", "m", "cm", "mm", "in"), default="auto",
+                   help="length unit of the file (default auto: cm when the skeleton spans > 3 units)")
+    p.add_argument("--up", choices=("y", "z"), default="y", help="the file's up axis (default y)")
+    p.add_argument("--fps", type=_fps, default=120.0, help="reference frame rate (default 120, the physics rate)")
+    p.add_argument("--rig", default="human284", help="rig name or path (default: human284)")
+    p.add_argument("--out", default=None, metavar="REF.npz", help="reference file to write (default: CLIP_ref.npz here)")
+    p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
+    p.set_defaults(func=cmd_retarget)
+    return p
+
+
+def add_preview_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "preview", help="contact sheet of a reference: stick figures with the muscles drawn",
+        epilog=EPILOG_PREVIEW, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Draw evenly spaced frames of a reference trajectory from the side and the "
+        "front, skeleton as sticks and the 284 muscles as thin lines coloured by body part.")
+    p.add_argument("reference", metavar="REF.npz", help="reference written by `sinew retarget`")
+    p.add_argument("--out", default="sheet.png", help="PNG to write (default sheet.png)")
+    p.add_argument("--frames", type=_frames, default=8, help="frames to show (default 8)")
+    p.add_argument("--no-muscles", action="store_true", help="draw the skeleton only")
+    p.add_argument("--rig", default=None, help="rig name or path (default: the one in the reference)")
+    p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
+    p.set_defaults(func=cmd_preview)
+    return p

@@ -1,0 +1,433 @@
+"""Retargeting source <-> model (engine.motion.retarget, presets, reference, commands)."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.errors import InputFileError, ParameterError, SinewError
+from engine.kinematics import HINGE, q_to_pose, rest_q
+from engine.motion import SourceMotion, SourceSkeleton, read_bvh, write_bvh
+from engine.motion.commands import add_preview_parser, add_retarget_parser
+from engine.motion.presets import guess_mapping, match_preset, resolve_mapping
+from engine.motion.reference import foot_tracks, load_reference
+from engine.motion.retarget import Retargeter, retarget, retarget_back
+from engine.transforms import (
+    axis_angle_to_quat,
+    quat_conjugate,
+    quat_multiply,
+    quat_normalize,
+    quat_rotate,
+    quat_to_matrix,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+_SHARED = [REPO / "shared", REPO.parent / "shared"]
+SHARED = next((p for p in _SHARED if p.is_dir()), _SHARED[-1])
+MOTION_DIR = SHARED / "reference" / "mass" / "motion"
+WALK, RUN = MOTION_DIR / "walk.bvh", MOTION_DIR / "run.bvh"
+needs_mass = pytest.mark.skipif(not WALK.is_file(), reason=f"no MASS motions at {MOTION_DIR}")
+
+
+def _angle_deg(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Angle between unit quaternions, degrees (q and -q equal)."""
+    d = np.abs(np.sum(quat_normalize(a) * quat_normalize(b), axis=-1))
+    return np.degrees(2 * np.arccos(np.clip(d, 0, 1)))
+
+
+@pytest.fixture(scope="module")
+def walk():
+    return read_bvh(WALK)
+
+
+@pytest.fixture(scope="module")
+def walk_ref(rig, walk):
+    return retarget(walk, rig, source=str(WALK))
+
+
+# ---- helpers that re-present a motion ------------------------------------------------------
+def rename(motion: SourceMotion, names: dict[str, str]) -> SourceMotion:
+    sk = motion.skeleton
+    new = SourceSkeleton([names.get(n, n) for n in sk.names], sk.parents, sk.offsets,
+                         sk.rest_rotations, sk.end_sites)
+    return SourceMotion(new, motion.rotations, motion.root_translation, motion.frame_time,
+                        motion.local_translations)
+
+
+def reframe(motion: SourceMotion, frame_change: np.ndarray, rest_turn: np.ndarray) -> SourceMotion:
+    """The same world motion on a skeleton with other bone frames and another rest pose.
+
+    Bone j's frame is turned by frame_change[j] (world rotation W'_j(t) = W_j(t) C_j, child
+    offsets C_p^-1 o_c, so every joint stays where it was in every frame); its rest world
+    rotation becomes rest_turn[j] C_j (identity turns keep the original rest pose).
+    """
+    sk = motion.skeleton
+    W, _ = motion.fk()
+    W0, _ = sk.rest_pose()
+    C = frame_change
+    J = sk.num_bones
+    offsets = sk.offsets.copy()
+    ends = {}
+    for j in range(1, J):
+        p = sk.parents[j]
+        offsets[j] = quat_rotate(quat_conjugate(quat_multiply(W0[p], C[p])), quat_rotate(W0[p], sk.offsets[j]))
+    for j, e in sk.end_sites.items():
+        ends[j] = quat_rotate(quat_conjugate(C[j]), e)
+    Wn = quat_multiply(W, C[None])
+    W0n = quat_multiply(rest_turn, quat_multiply(W0, C))
+    rest = np.empty((J, 4))
+    rots = np.empty_like(motion.rotations)
+    for j in range(J):
+        p = sk.parents[j]
+        if p < 0:
+            rest[j] = W0n[j]
+            rots[:, j] = quat_multiply(quat_conjugate(rest[j]), Wn[:, j])
+        else:
+            rest[j] = quat_multiply(quat_conjugate(W0n[p]), W0n[j])
+            rots[:, j] = quat_multiply(quat_conjugate(rest[j]),
+                                       quat_multiply(quat_conjugate(Wn[:, p]), Wn[:, j]))
+    new = SourceSkeleton(sk.names, sk.parents, offsets, rest, ends)
+    # The root's head: its rest offset in the world is unchanged.
+    return SourceMotion(new, rots, motion.root_translation, motion.frame_time)
+
+
+MIXAMO = {f"Character1_{n}": f"mixamorig:{n}" for n in (
+    "Hips", "Spine", "Spine1", "Neck", "Head", *[f"{s}{b}" for s in ("Left", "Right") for b in (
+        "Shoulder", "Arm", "ForeArm", "Hand", "UpLeg", "Leg", "Foot", "ToeBase")])}
+UNREAL = {"Character1_Hips": "pelvis", "Character1_Spine": "spine_01", "Character1_Spine1": "spine_02",
+          "Character1_Neck": "neck_01", "Character1_Head": "head"}
+for _s, _x in (("Left", "l"), ("Right", "r")):
+    for _a, _b in (("Shoulder", "clavicle"), ("Arm", "upperarm"), ("ForeArm", "lowerarm"), ("Hand", "hand"),
+                   ("UpLeg", "thigh"), ("Leg", "calf"), ("Foot", "foot"), ("ToeBase", "ball")):
+        UNREAL[f"Character1_{_s}{_a}"] = f"{_b}_{_x}"
+BIPED = {k: v.replace("mixamorig:", "Bip01 ").replace("Left", "L ").replace("Right", "R ")
+         .replace("UpLeg", "Thigh").replace("L Leg", "L Calf").replace("R Leg", "R Calf")
+         .replace("Shoulder", "Clavicle").replace("ForeArm", "Forearm").replace(" Arm", " UpperArm")
+         .replace("Hips", "Pelvis").replace("ToeBase", "Toe0") for k, v in MIXAMO.items()}
+
+
+# ---- presets and mapping -----------------------------------------------------------------
+@needs_mass
+@pytest.mark.parametrize("names,preset", [(None, "mass"), (MIXAMO, "mixamo"), (UNREAL, "unreal")])
+def test_presets_are_recognised(walk, names, preset):
+    m = rename(walk, names) if names else walk
+    mapping, label = resolve_mapping(m.skeleton)
+    assert label == preset
+    assert len(mapping) == 23
+    assert mapping == match_preset(m.skeleton, preset)
+
+
+@needs_mass
+def test_guess_maps_an_unknown_naming_like_the_preset(walk):
+    m = rename(walk, BIPED)
+    for p in ("mass", "mixamo", "unreal", "rigify", "smpl"):
+        assert len(match_preset(m.skeleton, p)) < 5
+    mapping, label = resolve_mapping(m.skeleton)
+    assert label.startswith("guess")
+    want = {b: BIPED[s] for b, s in match_preset(walk.skeleton, "mass").items()}
+    assert mapping == want, {b: (mapping.get(b), want[b]) for b in want if mapping.get(b) != want[b]}
+    # the namespace-free Mixamo names (as in many BVH exports) still hit the preset
+    m2 = rename(walk, {k: v.replace("mixamorig:", "mixamorig7:") for k, v in MIXAMO.items()})
+    assert resolve_mapping(m2.skeleton)[1] == "mixamo"
+
+
+@needs_mass
+def test_missing_bones_fail_listing_them_and_the_preset(rig, walk):
+    m = rename(walk, {"Character1_LeftLeg": "Knee_thing", "Character1_LeftFoot": "Something",
+                      "Character1_RightForeArm": "Lower"})
+    with pytest.raises(ParameterError) as e:
+        Retargeter.build(rig, m.skeleton, preset="mass")
+    msg = str(e.value)
+    for body in ("TibiaL", "TalusL", "ForeArmR"):
+        assert body in msg
+    assert "FemurL" not in msg and "'mass'" in msg
+    with pytest.raises(ParameterError, match="automatic choice"):
+        resolve_mapping(rename(walk, {k: f"bone{i}" for i, k in enumerate(MIXAMO)}).skeleton)
+
+
+@needs_mass
+def test_json_map_overrides_the_preset(rig, walk, walk_ref, tmp_path):
+    ref0, _ = walk_ref
+    path = tmp_path / "map.json"
+    # the right shin follows the left knee (out of phase in a walk); the head is unmapped
+    path.write_text(json.dumps({"TibiaR": "Character1_LeftLeg", "Head": ""}))
+    ref, rt = retarget(walk, rig, preset="mass", mapping=path)
+    assert ref.meta["mapping"]["TibiaR"] == "Character1_LeftLeg"
+    assert "Head" not in ref.meta["mapping"]
+    assert "map.json" in ref.meta["preset"]
+    knee = rig.body_index("TibiaR")
+    assert _angle_deg(ref.local_rot[:, knee], ref0.local_rot[:, knee]).max() > 20.0
+    assert _angle_deg(ref.local_rot[:, 0], ref0.local_rot[:, 0]).max() < 1e-9
+    # unmapped Head keeps its rest local rotation
+    assert _angle_deg(ref.local_rot[:, rig.body_index("Head")], np.array([1.0, 0, 0, 0])).max() < 1e-6
+    # bad map files are refused with their name
+    path.write_text("{not json")
+    with pytest.raises(InputFileError, match="map.json"):
+        resolve_mapping(walk.skeleton, mapping=path)
+    path.write_text(json.dumps({"Tail": "Character1_Hips"}))
+    with pytest.raises(ParameterError, match="Tail"):
+        resolve_mapping(walk.skeleton, mapping=path)
+    path.write_text(json.dumps({"Head": "NoSuchBone"}))
+    with pytest.raises(ParameterError, match="NoSuchBone"):
+        resolve_mapping(walk.skeleton, mapping=path)
+
+
+# ---- the two directions --------------------------------------------------------------------
+@needs_mass
+def test_round_trip_source_model_source(rig, walk, walk_ref):
+    """Source -> model -> source is exact where the model can represent the source.
+
+    The MASS clips bend the knees, elbows and toes a little off the model's hinge axes
+    (see meta hinge_off_axis_deg), which the model cannot follow. So: bones away from hinges
+    come back within 1 deg from the raw clip itself; and a clip the model can represent
+    exactly (the raw clip taken through the model once) comes back within 1 deg on every
+    mapped bone and within 1 mm at the root.
+    """
+    ref, rt = walk_ref
+    off = ref.meta["hinge_off_axis_deg"]
+    assert off["TibiaR"]["max"] > 0.2  # off-axis knee rotation exists and is measured
+    back = rt.reference_to_source(ref, original=walk)
+    mapped = {walk.skeleton.index(s) for s in rt.mapping.values()}
+    hinge_src = {walk.skeleton.index(rt.mapping[rig.body_names[b]]) for b in range(rig.num_bodies)
+                 if rig.joint_type[b] == HINGE and rig.body_names[b] in rt.mapping}
+    near_hinge = hinge_src | {j for j in mapped if walk.skeleton.parents[j] in hinge_src}
+    for j in mapped - near_hinge:
+        err = _angle_deg(back.rotations[:, j], walk.rotations[:, j]).max()
+        assert err < 1.0, (walk.skeleton.names[j], err)
+    assert np.abs(back.root_translation - walk.root_translation).max() < 1e-3
+    # unmapped bones keep the original clip's rotations
+    unmapped = [j for j in range(walk.skeleton.num_bones) if j not in mapped]
+    assert np.allclose(back.rotations[:, unmapped], walk.rotations[:, unmapped])
+
+    # A clip on the source skeleton whose hinges move about the model's axes.
+    ref2, rt2 = retarget(back, rig)
+    again = rt2.reference_to_source(ref2, original=back)
+    errs = [_angle_deg(again.rotations[:, j], back.rotations[:, j]).max() for j in mapped]
+    assert max(errs) < 1.0, dict(zip([walk.skeleton.names[j] for j in mapped], errs))
+    assert np.abs(again.root_translation - back.root_translation).max() < 1e-3
+    # and the model trajectory of that clip equals the first one
+    assert _angle_deg(ref2.local_rot, ref.local_rot).max() < 1e-3
+    assert np.abs(ref2.root_pos - ref.root_pos).max() < 1e-6
+    # retarget_back reads mapping and scale from the reference alone
+    b3 = retarget_back(ref2, back.skeleton, rig, original=back)
+    assert np.abs(b3.root_translation - again.root_translation).max() < 1e-9
+
+
+@needs_mass
+def test_back_from_a_simulated_pose_bends_the_source(rig, walk, walk_ref, tmp_path):
+    """Model -> source for a pose that is not the reference (a bent right knee) moves the
+    source's knee and nothing above it, and the result writes as BVH."""
+    ref, rt = walk_ref
+    local = ref.local_rot.copy()
+    k = rig.body_index("TibiaR")
+    bend = axis_angle_to_quat(np.array([1.0, 0, 0]) * 0.5)
+    local[:, k] = quat_multiply(local[:, k], bend)
+    src = rt.to_source(ref.root_pos, local, ref.frame_time, ref.meta["ground_offset_m"], original=walk)
+    base = rt.reference_to_source(ref, original=walk)
+    knee = walk.skeleton.index("Character1_RightLeg")
+    hips = walk.skeleton.index("Character1_RightUpLeg")
+    assert np.allclose(_angle_deg(src.rotations[:, knee], base.rotations[:, knee]), np.degrees(0.5), atol=0.5)
+    assert _angle_deg(src.rotations[:, hips], base.rotations[:, hips]).max() < 1e-6
+    write_bvh(tmp_path / "back.bvh", src)
+    again = read_bvh(tmp_path / "back.bvh")
+    assert again.num_frames == src.num_frames
+
+
+@needs_mass
+def test_other_naming_and_a_pose_give_the_same_model_trajectory(rig, walk, walk_ref):
+    ref0, _ = walk_ref
+    sk = walk.skeleton
+    J = sk.num_bones
+    rng = np.random.default_rng(4)
+    # arbitrary bone frames (as armatures have), and upper arms 45 deg down at rest
+    C = quat_normalize(rng.normal(size=(J, 4)))
+    C[0] = [1.0, 0, 0, 0]
+    turn = np.tile([1.0, 0, 0, 0], (J, 1))
+    W0, P0 = sk.rest_pose()
+    for side, sign in (("Left", 1.0), ("Right", -1.0)):
+        arm = sk.index(f"Character1_{side}Arm")
+        q = axis_angle_to_quat(np.array([0.0, 1.0, 0.0]) * sign * np.pi / 4)
+        # turn the whole arm subtree about the shoulder: rest world rotations of the arm
+        # chain gain q (their offsets are in the parent's frame, so the chain swings down)
+        sub = [j for j in range(J) if j == arm or arm in _ancestors(sk, j)]
+        turn[sub] = q
+    moved = rename(reframe(walk, C, turn), UNREAL)
+    _, P1 = moved.skeleton.rest_pose()
+    arm, hand = sk.index("Character1_LeftArm"), sk.index("Character1_LeftHand")
+    d = P1[hand] - P1[arm]
+    assert np.degrees(np.arctan2(-d[2], d[0])) == pytest.approx(45, abs=6)  # really an A-pose
+    W1, H1 = moved.fk()
+    _, H0 = walk.fk()
+    assert np.abs(H1 - H0).max() < 1e-9  # the same world motion
+    ref1, rt1 = retarget(moved, rig)
+    assert rt1.preset == "unreal"
+    err = _angle_deg(ref1.local_rot, ref0.local_rot)
+    assert err.max() < 1.0, {rig.body_names[b]: round(float(err[:, b].max()), 3) for b in range(rig.num_bodies)}
+    assert np.abs(ref1.root_pos - ref0.root_pos).max() < 1e-3
+    # and back onto the A-pose skeleton reproduces its clip
+    back = rt1.reference_to_source(ref1, original=moved)
+    _, Hb = back.fk()
+    assert np.abs(Hb - H1)[:, [sk.index(f"Character1_{b}") for b in ("Hips", "Head")]].max() < 0.02
+
+
+def _ancestors(sk, j):
+    out = []
+    while sk.parents[j] >= 0:
+        j = int(sk.parents[j])
+        out.append(j)
+    return out
+
+
+# ---- the MASS clips ------------------------------------------------------------------------
+@needs_mass
+@pytest.mark.parametrize("clip,speed", [(WALK, (0.8, 1.8)), (RUN, (2.5, 7.0))])
+def test_feet_meet_the_ground_in_stance(rig, clip, speed):
+    ref, _ = retarget(read_bvh(clip), rig, source=str(clip))
+    assert ref.fps == 120.0 and ref.meta["preset"] == "mass"
+    stance_frames = 0
+    for low, nxt in foot_tracks(rig, ref.body_rot, ref.body_pos):
+        v = np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=-1) * ref.fps
+        stance = v < 0.3
+        stance_frames += stance.sum()
+        assert np.abs(low[:-1, 2][stance]).max() < 0.03
+    assert stance_frames > 0.2 * ref.num_frames
+    met = ref.meta["metrics"]
+    assert speed[0] <= met["root_speed_mps"] <= speed[1]
+    assert 0 <= met["foot_skate_cm"] < 1.0
+    assert met["lowest_foot_min_cm"] > -3
+    # nothing sinks far below the floor at any frame
+    assert ref.foot_height.min() > -0.03
+    # q follows the engine's layout and reproduces the pose
+    assert ref.q.shape == (ref.num_frames, len(rest_q(rig)))
+    root, R = q_to_pose(rig, ref.q)
+    assert np.allclose(root, ref.root_pos)
+    L = ref.local_rot_matrices()
+    assert np.abs(R - L).max() < 1e-6
+    assert ref.qvel.shape[1] == rig.num_dofs
+    # muscle lengths are those of the body poses, and their rates the time derivative
+    assert ref.muscle_length.shape == (ref.num_frames, rig.num_muscles)
+    assert np.all(ref.muscle_length > 0)
+    dl = np.diff(ref.muscle_length, axis=0) * ref.fps
+    assert np.abs(ref.muscle_length_rate[1:-1] - 0.5 * (dl[1:] + dl[:-1])).max() < 1e-9
+    assert np.allclose(ref.root_vel[1:-1], (ref.root_pos[2:] - ref.root_pos[:-2]) * ref.fps / 2)
+
+
+@needs_mass
+def test_resampling_to_120_hz(rig, walk):
+    slow = walk.resample(30.0)
+    ref, _ = retarget(slow, rig)
+    assert ref.fps == 120.0
+    assert ref.num_frames == pytest.approx(walk.num_frames, abs=4)
+    assert np.allclose(np.diff(ref.times), 1 / 120)
+
+
+# ---- files ---------------------------------------------------------------------------------
+@needs_mass
+def test_reference_file_round_trip_and_bad_files(walk_ref, tmp_path):
+    ref, _ = walk_ref
+    path = ref.save(tmp_path / "walk.ref")
+    got = load_reference(path)
+    for k in ("times", "root_pos", "local_rot", "body_pos", "body_rot", "q", "qvel", "root_vel",
+              "muscle_length", "muscle_length_rate", "foot_height"):
+        assert np.array_equal(getattr(got, k), getattr(ref, k)), k
+    assert got.meta["mapping"] == ref.meta["mapping"] and got.meta["format"] == "sinew-reference"
+    assert got.meta["version"] == 1 and got.summary() == ref.summary()
+
+    def bad(name, **arrays):
+        p = tmp_path / name
+        with open(p, "wb") as f:
+            np.savez(f, **arrays)
+        return p
+
+    with np.load(path) as z:
+        good = {k: z[k] for k in z.files}
+    meta = json.loads(str(good["meta"]))
+    cases = {
+        "missing.npz": None,
+        "text.npz": "text",
+        "nometa.npz": {k: v for k, v in good.items() if k != "meta"},
+        "format.npz": dict(good, meta=np.array(json.dumps(dict(meta, format="sinew-take")))),
+        "version.npz": dict(good, meta=np.array(json.dumps(dict(meta, version=99)))),
+        "shape.npz": dict(good, root_pos=good["root_pos"][:-1]),
+        "nan.npz": dict(good, q=np.where(good["q"] == good["q"][3, 3], np.nan, good["q"])),
+        "noarr.npz": {k: v for k, v in good.items() if k != "muscle_length"},
+        "objects.npz": dict(good, times=np.array([object()] * len(good["times"]), dtype=object)),
+    }
+    for name, content in cases.items():
+        if content is None:
+            p = tmp_path / name
+        elif content == "text":
+            p = tmp_path / name
+            p.write_text("hello")
+        elif name == "objects.npz":
+            p = tmp_path / name
+            with open(p, "wb") as f:
+                np.savez(f, **content)  # object arrays are pickled: must be refused unread
+        else:
+            p = bad(name, **content)
+        with pytest.raises(InputFileError) as e:
+            load_reference(p)
+        assert name in str(e.value)
+
+
+def test_malformed_bvh_fails_with_its_line(tmp_path):
+    text = """HIERARCHY
+ROOT Hips
+{
+  OFFSET 0 0 0
+  CHANNELS 6 Xposition Yposition Zposition Zrotation Xrotation Yrotation
+  End Site
+  {
+    OFFSET 0 10 0
+  }
+}
+MOTION
+Frames: 2
+Frame Time: 0.0083333
+0 90 0 0 0 0
+0 90 0 0 zero 0
+"""
+    p = tmp_path / "bad.bvh"
+    p.write_text(text)
+    ap = _parser()
+    args = ap.parse_args(["retarget", str(p), "--out", str(tmp_path / "x.npz")])
+    with pytest.raises(InputFileError) as e:
+        args.func(args)
+    assert e.value.line == 15 and "bad.bvh:15" in str(e.value)
+
+
+# ---- commands ------------------------------------------------------------------------------
+def _parser():
+    ap = argparse.ArgumentParser(prog="sinew")
+    sub = ap.add_subparsers(dest="command")
+    add_retarget_parser(sub)
+    add_preview_parser(sub)
+    return ap
+
+
+@needs_mass
+def test_retarget_and_preview_commands(tmp_path, capsys):
+    ap = _parser()
+    out = tmp_path / "walk_ref.npz"
+    args = ap.parse_args(["retarget", str(WALK), "--out", str(out), "--json"])
+    assert args.func(args) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for k in ("frames", "seconds", "mapped_bones", "root_speed_mps", "foot_skate_cm", "preset", "scale"):
+        assert k in summary
+    assert summary["frames"] == 132 and summary["mapped_bones"] == 23 and summary["preset"] == "mass"
+    assert 0.8 <= summary["root_speed_mps"] <= 1.8
+    assert load_reference(out).num_frames == 132
+    png = tmp_path / "sheet.png"
+    args = ap.parse_args(["preview", str(out), "--out", str(png), "--frames", "4", "--json"])
+    assert args.func(args) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    args = ap.parse_args(["preview", str(tmp_path / "none.npz"), "--out", str(png)])
+    with pytest.raises(SinewError, match="none.npz"):
+        args.func(args)
+    for cmd in ("retarget", "preview"):
+        with pytest.raises(SystemExit):
+            ap.parse_args([cmd, "--help"])
+        assert "examples:" in capsys.readouterr().out
