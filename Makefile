@@ -20,11 +20,16 @@ $(STAMP): pyproject.toml Makefile tools/link_ode.sh
 	bash tools/link_ode.sh $(PY)
 	touch $(STAMP)
 
+MASS_MOTION := ../shared/reference/mass/motion
+
 demo: $(STAMP)
 	mkdir -p $(OUT)
 	$(VENV)/bin/sinew info
 	$(VENV)/bin/sinew fatigue-curve --load 0.5 --on 20 --off 40 --F 0.1 --R 0.02 --out $(OUT)/fatigue_curve.png
 	$(VENV)/bin/sinew fatigue-curve --load 0.3 --on 600 --off 300 --out $(OUT)/fatigue_curve_slow_twitch.png
+	$(VENV)/bin/sinew retarget $(MASS_MOTION)/walk.bvh --out $(OUT)/walk_ref.npz
+	$(VENV)/bin/sinew preview $(OUT)/walk_ref.npz --out $(OUT)/walk_sheet.png
+	$(VENV)/bin/sinew arm-hold --out $(OUT)/arm_hold
 	$(VENV)/bin/sinew bench --seconds 2
 	@echo "demo outputs in $(OUT)/"
 
@@ -33,6 +38,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(VENV)/bin/sinew bench --seconds 5
+	$(PY) benchmarks/retarget_10min.py
 
 # Rebuild rigs/human284/*.npz from ../shared/reference/mass.
 rig: $(STAMP)

@@ -32,7 +32,7 @@ def _poses(rig, n: int):
     return body_rot, body_pos, lin, ang
 
 
-def run_bench(seconds: float = 2.0, rig_name: str = "human284"):
+def run_bench(seconds: float = 2.0, rig_name: str = "human284", backends=("mujoco", "ode")):
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from . import fatigue as fat
     from . import muscle as hill
@@ -92,4 +92,47 @@ def run_bench(seconds: float = 2.0, rig_name: str = "human284"):
     lines = [f"muscle step over {rig.num_muscles} muscles, {rig.num_waypoints} waypoints, {n} steps (one core):"]
     lines += [f"  {k:<18} {v:8.1f} us" for k, v in step_us.items()]
     lines.append(f"  muscle-only real-time factor at 120 Hz: {summary['muscle_realtime_factor']}x")
+    if backends:
+        physics = bench_backends(rig, n, backends)
+        summary["step_us"].update({f"physics_{b}": v["physics_us"] for b, v in physics.items()})
+        summary["step_us"].update({f"loop_{b}": v["loop_us"] for b, v in physics.items()})
+        summary["realtime_factor"] = {b: v["realtime_factor"] for b, v in physics.items()}
+        summary["physics_realtime_factor"] = {b: v["physics_realtime_factor"] for b, v in physics.items()}
+        lines.append("whole step (muscles + fatigue + physics), free character on the ground:")
+        for b, v in physics.items():
+            lines.append(f"  {b:<7} bare physics step {v['physics_us']:8.1f} us ({v['physics_realtime_factor']:6.1f}x real time)"
+                         f" | whole loop {v['loop_us']:8.1f} us ({v['realtime_factor']:6.1f}x real time)")
     return summary, lines
+
+
+def bench_backends(rig, n: int, backends) -> dict:
+    """Bare physics step (the floor: step + reading the body state, no muscles) and the whole
+    simulation loop, per backend, from the same standing start with the T-pose hold."""
+    from .physics import make_backend
+    from .simulation import Simulation
+
+    out = {}
+    clock = time.perf_counter
+    hold = np.zeros(rig.num_muscles)
+    for name in backends:
+        try:
+            sim = Simulation(rig, name)
+        except Exception as e:  # an optional backend that is not installed is reported, not fatal
+            out[name] = dict(physics_us=float("nan"), loop_us=float("nan"), realtime_factor=None,
+                             physics_realtime_factor=None, error=str(e))
+            continue
+        bare = make_backend(name, rig)
+        bare.set_body_state(sim.state)
+        t0 = clock()
+        for _ in range(n):
+            bare.step()
+            bare.body_state()
+        physics = (clock() - t0) / n
+        t0 = clock()
+        for _ in range(n):
+            sim.step(hold)
+        loop = (clock() - t0) / n
+        out[name] = dict(physics_us=round(1e6 * physics, 1), loop_us=round(1e6 * loop, 1),
+                         realtime_factor=round(sim.dt / loop, 1),
+                         physics_realtime_factor=round(sim.dt / physics, 1))
+    return out

@@ -150,7 +150,7 @@ def cmd_arm_hold(args) -> int:
 def cmd_bench(args) -> int:
     from .bench import run_bench
 
-    summary, lines = run_bench(seconds=args.seconds, rig_name=args.rig)
+    summary, lines = run_bench(seconds=args.seconds, rig_name=args.rig, backends=args.backends)
     _emit(summary, args.json, lines)
     return 0
 
@@ -223,10 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="speed of each stage of the engine step", epilog=EPILOG_BENCH,
                        formatter_class=fmt,
                        description="Times the muscle step (LBS, lengths, Hill, PD, fatigue, per-body "
-                       "force sums) over all muscles on one core, stage by stage.")
+                       "force sums) over all muscles on one core, stage by stage; then, per physics "
+                       "backend, the bare physics step and the whole simulation loop.")
     p.add_argument("--seconds", type=_finite("--seconds", positive=True), default=2.0,
                    help="simulated seconds to time at 120 Hz (default 2)")
     p.add_argument("--rig", default="human284", help="rig name or path (default: human284)")
+    p.add_argument("--backends", nargs="*", choices=("mujoco", "ode"), default=["mujoco", "ode"],
+                   help="physics backends to time (default: both; none for the muscle step only)")
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     p.set_defaults(func=cmd_bench)
     return ap

@@ -86,10 +86,22 @@ class Simulation:
         self.dt = float(dt)
         self.physics = make_backend(backend, rig, dt=self.dt, joint_damping=joint_damping,
                                     pinned=pinned, ground=ground)
+        if ground and not self.physics.pinned[0]:
+            self.place_on_ground()
         self.muscles = MuscleSystem(rig, fatigue, self.dt, gains)
         self.fatigue = fat.FatigueState.fresh(rig.num_muscles)
         self.max_speed = float(max_speed)
         self.steps = 0
+        self.state = self.physics.body_state()
+
+    def place_on_ground(self, clearance: float = 0.001) -> None:
+        """Lift (or lower) the character so its lowest box corner is `clearance` above z = 0.
+
+        The rest pose's foot boxes reach 4 cm below the soles; starting there, the ground
+        would kick the character up on the first step."""
+        s = self.physics.body_state()
+        s.pos = s.pos + [0.0, 0.0, clearance - self.physics.lowest_point()]
+        self.physics.set_body_state(s)
         self.state = self.physics.body_state()
 
     @property

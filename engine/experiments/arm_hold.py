@@ -91,7 +91,7 @@ def run_arm_hold(rig: Rig, setup: ArmHoldSetup) -> dict:
     """Run the experiment; returns the time series and summary figures (JSON-ready)."""
     setup.validate()
     sim = Simulation(rig, setup.backend, fatigue=fat.FatigueParams.arm_hold(setup.fatigue_scale),
-                     pinned=PINNED)
+                     pinned=PINNED, ground=False)
     sets = muscle_sets(rig)
     f0 = rig.muscle_f0
 
