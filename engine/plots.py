@@ -15,6 +15,16 @@ def _pyplot():
     return plt
 
 
+def save(fig, path) -> Path:
+    """Lay out, write and close a figure; creates the folder."""
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    _pyplot().close(fig)
+    return path
+
+
 def fatigue_curve(path: Path, t: np.ndarray, load: np.ndarray, MA: np.ndarray, MR: np.ndarray,
                   MF: np.ndarray, title: str, endurance_s: float | None = None) -> Path:
     """3CC-r compartments under a target load, in the style of MuscleVAE Fig. 15."""
@@ -35,12 +45,7 @@ def fatigue_curve(path: Path, t: np.ndarray, load: np.ndarray, MA: np.ndarray, M
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.25)
     ax.legend(loc="center right", fontsize=8, framealpha=0.9)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def arm_hold(path: Path, series: dict, setup: dict, title: str) -> Path:
@@ -70,9 +75,4 @@ def arm_hold(path: Path, series: dict, setup: dict, title: str) -> Path:
     axes[2].set_xlabel("time (s)")
     axes[2].set_xlim(t[0], t[-1])
     axes[0].set_title(title, fontsize=9)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save(fig, path)

@@ -5,8 +5,6 @@ loaded without pickle. See that script for how MASS data becomes this file.
 """
 from __future__ import annotations
 
-import json
-import zipfile
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -14,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputFileError
+from .npzfile import read_npz
 
 FORMAT = "sinew-rig"
 FORMAT_VERSION = 1
@@ -189,25 +188,8 @@ def rig_path(name_or_path: str | Path) -> Path:
 def load_rig(name_or_path: str | Path = "human284") -> Rig:
     """Load and validate a rig file; every failure names the file and what is wrong."""
     path = rig_path(name_or_path)
-    if not path.exists():
-        raise InputFileError(path, "rig file not found (run rigs/human284/convert.py to make it)")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
-        raise InputFileError(path, f"not a readable rig file ({e})") from None
-    if "meta" not in data:
-        raise InputFileError(path, "missing 'meta' entry: not a Sinew rig file")
-    try:
-        meta = json.loads(str(data.pop("meta")))
-    except json.JSONDecodeError as e:
-        raise InputFileError(path, f"'meta' is not valid JSON ({e})") from None
-    if meta.get("format") != FORMAT:
-        raise InputFileError(path, f"format is {meta.get('format')!r}, expected {FORMAT!r}")
-    if meta.get("version") != FORMAT_VERSION:
-        raise InputFileError(
-            path, f"rig format version {meta.get('version')!r}; this Sinew reads version "
-            f"{FORMAT_VERSION} (re-run rigs/human284/convert.py)")
+    meta, data = read_npz(path, FORMAT, FORMAT_VERSION, "rig",
+                          hint="run rigs/human284/convert.py to make a current one")
     arrays = {}
     for key, (kind, shape) in _ARRAYS.items():
         if key not in data:

@@ -9,6 +9,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 SHARED = REPO.parent / "shared"
 MASS = SHARED / "reference" / "mass"
+MOTION_DIR = MASS / "motion"
 
 
 @pytest.fixture(scope="session")

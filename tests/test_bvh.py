@@ -24,10 +24,8 @@ from engine.transforms import (
     quat_to_matrix,
 )
 
-REPO = Path(__file__).resolve().parents[1]
-_SHARED = [REPO / "shared", REPO.parent / "shared"]
-SHARED = next((p for p in _SHARED if p.is_dir()), _SHARED[-1])
-MOTION_DIR = SHARED / "reference" / "mass" / "motion"
+from .conftest import MOTION_DIR
+
 MASS_CLIPS = ["walk.bvh", "run.bvh"]
 
 needs_mass = pytest.mark.skipif(not MOTION_DIR.is_dir(), reason=f"no MASS motions at {MOTION_DIR}")

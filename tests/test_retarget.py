@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,11 +23,10 @@ from engine.transforms import (
     quat_to_matrix,
 )
 
-REPO = Path(__file__).resolve().parents[1]
-_SHARED = [REPO / "shared", REPO.parent / "shared"]
-SHARED = next((p for p in _SHARED if p.is_dir()), _SHARED[-1])
-MOTION_DIR = SHARED / "reference" / "mass" / "motion"
+from .conftest import MOTION_DIR
+
 WALK, RUN = MOTION_DIR / "walk.bvh", MOTION_DIR / "run.bvh"
+
 needs_mass = pytest.mark.skipif(not WALK.is_file(), reason=f"no MASS motions at {MOTION_DIR}")
 
 

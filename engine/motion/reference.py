@@ -5,14 +5,13 @@ version 1, the source file, the bone mapping, scale, heading, ground offset and 
 """
 from __future__ import annotations
 
-import json
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import InputFileError
+from ..npzfile import read_npz, write_npz
 
 FORMAT = "sinew-reference"
 FORMAT_VERSION = 1
@@ -97,37 +96,15 @@ class Reference:
 
     # ---- files ---------------------------------------------------------------------------
     def save(self, path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         arrays = {k: np.ascontiguousarray(getattr(self, k), dtype=np.float64) for k in _ARRAYS}
-        meta = dict(self.meta, format=FORMAT, version=FORMAT_VERSION)
-        with open(path, "wb") as f:  # np.savez would append .npz to other suffixes
-            np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
-        return path
+        return write_npz(path, FORMAT, FORMAT_VERSION, self.meta, arrays)
 
 
 def load_reference(path) -> Reference:
     """Read a reference .npz; InputFileError naming the file on anything malformed."""
     path = Path(path)
-    if not path.is_file():
-        raise InputFileError(path, "reference file not found")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
-        raise InputFileError(path, f"not a readable reference .npz ({e})") from None
-    if "meta" not in data:
-        raise InputFileError(path, "missing 'meta' entry: not a Sinew reference file")
-    try:
-        meta = json.loads(str(data.pop("meta")))
-    except (json.JSONDecodeError, TypeError) as e:
-        raise InputFileError(path, f"'meta' is not valid JSON ({e})") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise InputFileError(path, f"not a Sinew reference file (format {got!r}, expected {FORMAT!r})")
-    if meta.get("version") != FORMAT_VERSION:
-        raise InputFileError(
-            path, f"reference format version {meta.get('version')!r} is not supported (expected {FORMAT_VERSION})")
+    meta, data = read_npz(path, FORMAT, FORMAT_VERSION, "reference",
+                          hint="re-run `sinew retarget` to make a current one")
     fps = meta.get("fps")
     if not isinstance(fps, (int, float)) or not np.isfinite(fps) or fps <= 0:
         raise InputFileError(path, f"meta 'fps' must be a positive number, got {fps!r}")

@@ -1,0 +1,52 @@
+"""Sinew's data files (rigs, references, takes, policies): plain .npz arrays plus one JSON
+string `meta` carrying `format` and `version`. Written and read without pickle; reading
+refuses a missing, unreadable, foreign or other-version file with a message naming it."""
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputFileError
+
+
+def write_npz(path, fmt: str, version: int, meta: dict, arrays: dict, compress: bool = False) -> Path:
+    """Write `arrays` and `meta` (with format and version) to exactly `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = dict(meta, format=fmt, version=version)
+    save = np.savez_compressed if compress else np.savez
+    with open(path, "wb") as f:  # np.savez would append .npz to other suffixes
+        save(f, meta=np.array(json.dumps(meta)), **arrays)
+    return path
+
+
+def read_npz(path, fmt: str, version: int, what: str, hint: str = "") -> tuple[dict, dict]:
+    """(meta, arrays) of a Sinew file of format `fmt` and version `version`.
+
+    `what` names the kind of file in messages ("rig", "reference", ...); `hint` is added
+    to the not-found and wrong-version messages (how to make a current one)."""
+    path = Path(path)
+    tail = f" ({hint})" if hint else ""
+    if not path.is_file():
+        raise InputFileError(path, f"{what} file not found{tail}")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        raise InputFileError(path, f"not a readable {what} file ({e})") from None
+    if "meta" not in data:
+        raise InputFileError(path, f"missing 'meta' entry: not a Sinew {what} file")
+    try:
+        meta = json.loads(str(data.pop("meta")))
+    except (json.JSONDecodeError, TypeError) as e:
+        raise InputFileError(path, f"'meta' is not valid JSON ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != fmt:
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise InputFileError(path, f"not a Sinew {what} file (format {got!r}, expected {fmt!r})")
+    if meta.get("version") != version:
+        raise InputFileError(path, f"{what} format version {meta.get('version')!r}; this Sinew reads "
+                             f"version {version}{tail}")
+    return meta, data
