@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.sinew-installed
 OUT    ?= out
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: demo test bench rig clean venv
+.PHONY: demo test bench rig clean venv extension
 
 venv: $(STAMP)
 
@@ -39,6 +39,10 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(VENV)/bin/sinew bench --seconds 5
 	$(PY) benchmarks/retarget_10min.py
+
+# One Blender extension zip per platform into dist/, validated (runtime wheels cached in dist/wheels).
+extension: $(STAMP)
+	$(PY) tools/build_extension.py
 
 # Rebuild rigs/human284/*.npz from ../shared/reference/mass.
 rig: $(STAMP)

@@ -1,14 +1,26 @@
 """Sinew's Blender extension (bpy only): retarget, Simulate Fatigued Take, muscle display.
 
-Blender loads this package as bl_ext.<repo>.sinew; code here uses relative imports and
-adapts engine code rather than duplicating it. The operators and panels arrive with the
-Blender-extension issue; until then the extension registers nothing.
+Blender loads this package as bl_ext.<repo>.sinew; code here uses relative imports. The
+engine travels inside the package (sinew/engine, sinew/rigs, copied there by
+tools/build_extension.py) and is adapted, never duplicated. Files are written only where
+the user asks (exported bone maps, batch output); the extension keeps nothing on disk.
 """
+from __future__ import annotations
+
+_MODULES = ("props", "prefs", "operators", "ui")
+
+
+def _modules():
+    import importlib
+
+    return [importlib.import_module(f"{__package__}.{m}") for m in _MODULES]
 
 
 def register() -> None:
-    pass
+    for m in _modules():
+        m.register()
 
 
 def unregister() -> None:
-    pass
+    for m in reversed(_modules()):
+        m.unregister()

@@ -198,10 +198,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     p.set_defaults(func=cmd_fatigue_curve)
 
+    from .bake_command import add_bake_parser
     from .motion.commands import add_preview_parser, add_retarget_parser
+    from .simulate_cli import add_simulate_parser
 
     add_retarget_parser(sub)
     add_preview_parser(sub)
+    add_simulate_parser(sub)
 
     p = sub.add_parser(
         "arm-hold", help="the arm-holding fatigue experiment (MuscleVAE Fig. 9-10)", epilog=EPILOG_ARM,
@@ -232,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="physics backends to time (default: both; none for the muscle step only)")
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     p.set_defaults(func=cmd_bench)
+
+    add_bake_parser(sub)
     return ap
 
 

@@ -142,6 +142,21 @@ class MuscleSystem:
         body_force, body_torque = self.body_wrench(body_rot, u, force)
         return MuscleStep(length, rate, alpha, force, body_force, body_torque, new_state)
 
+    def step_activation(self, body_rot, body_pos, body_linvel, body_angvel, wanted,
+                        state: fat.FatigueState) -> MuscleStep:
+        """Stages 1-6 with the controller asking for activations directly (a muscle
+        coordination solve, engine.control) instead of a PD action: the wanted activation
+        takes alpha_pd's place and is clipped to the 3CC-r bounds the same way (eq. 36)."""
+        rig, xp, f0 = self.rig, self._xp, self.rig.muscle_f0
+        u, length, rate = self.kinematics(body_rot, body_pos, body_linvel, body_angvel)
+        lbar = hill.normalized_length(length, rig.muscle_rest_length, rig.muscle_lt, rig.muscle_lm)
+        vbar = hill.normalized_velocity(rate, rig.muscle_rest_length, rig.muscle_lm)
+        flfv, fpe = hill.active_and_passive(lbar, vbar, xp)
+        alpha, new_state = fat.step_with_activation(state, wanted, self.dt, self.params, xp)
+        force = hill.force_from_factors(alpha, f0, flfv, fpe)
+        body_force, body_torque = self.body_wrench(body_rot, u, force)
+        return MuscleStep(length, rate, alpha, force, body_force, body_torque, new_state)
+
 
 class _FastClipNumpy:
     """numpy as an `xp` for engine.muscle, with clip as maximum/minimum: the same values,

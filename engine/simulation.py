@@ -34,6 +34,19 @@ class Controller(Protocol):
     def act(self, sim: "Simulation", state: BodyState) -> np.ndarray: ...
 
 
+@dataclass
+class MuscleCommand:
+    """What a controller may return instead of a PD action: activations it wants (clipped
+    to the 3CC-r bounds like a PD activation) and an optional residual wrench on the root
+    body (world frame, force at its centre of mass and torque), both held until the next
+    decision. The residual is the OpenSim-style 'hand of god' a tracking controller may use
+    for balance; it is reported, never hidden."""
+
+    activation: np.ndarray
+    residual_force: np.ndarray | None = None  # (3,) on body 0
+    residual_torque: np.ndarray | None = None  # (3,)
+
+
 class SimulationDiverged(SinewError):
     """The physics produced NaN or an impossible speed; `recording` holds the run so far."""
 
@@ -93,6 +106,8 @@ class Simulation:
         self.max_speed = float(max_speed)
         self.steps = 0
         self.state = self.physics.body_state()
+        self.residual_force = np.zeros(3)  # root residual of the last step (MuscleCommand)
+        self.residual_torque = np.zeros(3)
 
     def place_on_ground(self, clearance: float = 0.001) -> None:
         """Lift (or lower) the character so its lowest box corner is `clearance` above z = 0.
@@ -108,11 +123,27 @@ class Simulation:
     def time(self) -> float:
         return self.steps * self.dt
 
-    def step(self, action: np.ndarray) -> MuscleStep:
-        """One physics step under a held muscle action."""
+    def step(self, action) -> MuscleStep:
+        """One physics step under a held muscle action (PD action array, eq. 11) or a
+        MuscleCommand (wanted activations and a root residual wrench)."""
         s = self.state
-        res = self.muscles.step(s.rot, s.pos, s.linvel, s.angvel, action, self.fatigue)
-        self.physics.apply_wrench(res.body_force, res.body_torque)
+        if isinstance(action, MuscleCommand):
+            res = self.muscles.step_activation(s.rot, s.pos, s.linvel, s.angvel, action.activation,
+                                               self.fatigue)
+            force, torque = res.body_force, res.body_torque
+            rf, rt = action.residual_force, action.residual_torque
+            if rf is not None or rt is not None:
+                force, torque = force.copy(), torque.copy()
+                self.residual_force = np.zeros(3) if rf is None else np.asarray(rf, dtype=float)
+                self.residual_torque = np.zeros(3) if rt is None else np.asarray(rt, dtype=float)
+                force[0] += self.residual_force
+                torque[0] += self.residual_torque
+            else:
+                self.residual_force, self.residual_torque = np.zeros(3), np.zeros(3)
+            self.physics.apply_wrench(force, torque)
+        else:
+            res = self.muscles.step(s.rot, s.pos, s.linvel, s.angvel, action, self.fatigue)
+            self.physics.apply_wrench(res.body_force, res.body_torque)
         self.physics.step()
         self.fatigue = res.fatigue
         self.steps += 1
@@ -145,7 +176,9 @@ class Simulation:
         with Progress(label, n) as bar:
             for i in range(n):
                 if action is None or self.steps % period == 0:
-                    action = np.asarray(controller.act(self, self.state), dtype=float)
+                    action = controller.act(self, self.state)
+                    if not isinstance(action, MuscleCommand):
+                        action = np.asarray(action, dtype=float)
                 res = self.step(action)
                 if i % record_every == 0 or i == n - 1:
                     rec.add(self.time, probe(self, res))

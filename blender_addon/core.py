@@ -1,0 +1,379 @@
+"""What the operators and the batch script share: bone maps, retarget, simulate, bake.
+
+Everything that touches the engine goes through here, so the sidebar, the modal operator
+and `scripts/sinew_bake.py` run one code path. Functions take plain values and bpy objects
+and raise SinewError (engine.errors) with a one-line reason on bad input.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .engine.errors import InputFileError, ParameterError, SinewError
+from .engine.motion.presets import MODEL_BODIES, PRESET_NAMES, guess_mapping, match_preset, resolve_mapping
+
+_RIG = None
+
+
+def package_root() -> Path:
+    return Path(__file__).resolve().parent
+
+
+def load_model():
+    """The human284 rig (cached)."""
+    global _RIG
+    if _RIG is None:
+        from .engine.rig import load_rig
+
+        _RIG = load_rig("human284")
+    return _RIG
+
+
+def meshes_path() -> Path:
+    from .engine.rig import RIGS_DIR
+
+    return RIGS_DIR / "human284" / "meshes.npz"
+
+
+# ---- bone maps ---------------------------------------------------------------------------
+def detect_mapping(arm, preset: str = "AUTO") -> tuple[dict, str]:
+    """(mapping, label): a named preset, or the best preset / structural guess ('AUTO')."""
+    from .armature import armature_skeleton
+
+    skel = armature_skeleton(arm)
+    if preset and preset != "AUTO":
+        return match_preset(skel, preset.lower()), preset.lower()
+    try:
+        return resolve_mapping(skel)
+    except ParameterError:
+        scored = [(len(match_preset(skel, p)), p) for p in PRESET_NAMES]
+        n, best = max(scored)
+        g = guess_mapping(skel)
+        return (g, "guess") if len(g) >= n else (match_preset(skel, best), best)
+
+
+def stored_mapping(arm) -> dict:
+    return {it.body: it.bone for it in arm.sinew.bone_map if it.bone}
+
+
+def store_mapping(arm, mapping: dict, label: str) -> None:
+    s = arm.sinew
+    s.bone_map.clear()
+    for body in MODEL_BODIES:
+        it = s.bone_map.add()
+        it.body = body
+        it.bone = mapping.get(body, "")
+    s.map_source = label
+
+
+def export_mapping(arm, path) -> Path:
+    path = Path(path)
+    data = dict(format="sinew-bone-map", version=1, armature=arm.name, source=arm.sinew.map_source,
+                mapping=stored_mapping(arm))
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return path
+
+
+def import_mapping(arm, path) -> dict:
+    from .engine.motion.presets import load_map
+
+    mp = load_map(path)
+    bad = [b for b in mp if b not in MODEL_BODIES]
+    if bad:
+        raise InputFileError(path, f"unknown model bodies {bad}")
+    names = set(arm.data.bones.keys())
+    missing = {b: s for b, s in mp.items() if s and s not in names}
+    if missing:
+        raise InputFileError(path, f"bones not in armature {arm.name!r}: {missing}")
+    store_mapping(arm, mp, f"file {Path(path).name}")
+    return mp
+
+
+def retargeter(arm, mapping: dict | None = None):
+    """The engine Retargeter for this armature (its stored map, else a detected one)."""
+    from .armature import armature_skeleton
+    from .engine.motion import Retargeter
+
+    skel = armature_skeleton(arm)
+    mp = mapping if mapping is not None else stored_mapping(arm)
+    if not mp:
+        mp, label = detect_mapping(arm)
+    known = set(skel.names)
+    outside = {b: s for b, s in mp.items() if s not in known}
+    if outside:
+        raise ParameterError("mapping", f"bones {outside} are not in the main bone tree of {arm.name!r}")
+    try:
+        return Retargeter.build(load_model(), skel, preset="map", mapping=mp, exact=True)
+    except ParameterError as e:
+        raise ParameterError("mapping", f"armature {arm.name!r} cannot be mapped to the muscle model: "
+                             f"{str(e).split(': ', 1)[-1]} (edit the bone map in the Sinew tab or "
+                             "import a JSON map)") from None
+
+
+def retarget_to_model(context, arm, prefs=None) -> dict:
+    """Detect (if needed) and store the bone map, then build the display. Returns a summary."""
+    from . import display
+
+    if not stored_mapping(arm):
+        mp, label = detect_mapping(arm)
+        store_mapping(arm, mp, label)
+    rt = retargeter(arm)
+    info = display.build_display(context, arm, rt, load_model(), meshes_path(), prefs)
+    arm.sinew.model_scale = 1.0 / rt.scale
+    arm.sinew.retargeted = True
+    info.update(mapped_bodies=len(rt.mapping), character_scale=round(1.0 / rt.scale, 4))
+    return info
+
+
+# ---- clips and simulation ------------------------------------------------------------------
+def scene_fps(scene) -> float:
+    return scene.render.fps / scene.render.fps_base
+
+
+def action_reference(context, arm, frame_start: int, frame_end: int):
+    """The armature's current animation retargeted to the model (a Reference at 120 Hz)."""
+    from .armature import action_motion
+
+    rt = retargeter(arm)
+    if arm.animation_data is None or arm.animation_data.action is None:
+        raise ParameterError("clip", f"armature {arm.name!r} has no action to simulate; choose a clip file")
+    if frame_end <= frame_start:
+        raise ParameterError("clip", f"the action's frame range {frame_start}..{frame_end} is empty")
+    motion = action_motion(arm, rt.skeleton, frame_start, frame_end, scene_fps(context.scene))
+    return rt.to_model(motion, source=f"action {arm.animation_data.action.name}")
+
+
+def check_clip_file(path: str):
+    """Fail early and clearly on a missing or unreadable clip."""
+    p = Path(bpy_abspath(path))
+    if not p.is_file():
+        raise InputFileError(p, "clip file not found")
+    if p.suffix.lower() not in (".bvh", ".npz"):
+        raise InputFileError(p, "unknown clip type: expected a .bvh file or a reference .npz")
+    from .engine.control.plan import load_clip
+
+    try:
+        ref, _ = load_clip(load_model(), p)
+    except SinewError:
+        raise
+    except Exception as e:  # a parser that failed in an unexpected way still names the file
+        raise InputFileError(p, f"cannot read clip: {e}") from None
+    return ref
+
+
+def bpy_abspath(path: str) -> str:
+    try:
+        import bpy
+
+        return bpy.path.abspath(path)
+    except Exception:
+        return path
+
+
+class Cancelled(SinewError):
+    """The user cancelled the simulation."""
+
+
+class SimulationJob:
+    """One engine.take.simulate call, run in a worker thread so a modal operator can poll it
+    and cancel it. The worker never touches bpy; nothing is written to the scene until
+    `bake_take` is called with the finished take, so a cancelled job leaves nothing behind.
+
+    Progress and cancellation go through `simulate(progress=...)` when the engine offers it,
+    else through the engine's progress bar (engine.progress.Progress), whose update() the job
+    observes for the length of the run.
+    """
+
+    def __init__(self, clips, fps: int, controller="tracking", fatigue=None, residual=1.0, seed=0,
+                 backend="mujoco", policy=None):
+        self.clips, self.fps, self.controller = clips, int(fps), controller
+        self.fatigue, self.residual, self.seed = fatigue, residual, seed
+        self.backend, self.policy = backend, policy
+        self.fraction = 0.0
+        self.take = None
+        self.error: BaseException | None = None
+        self._cancel = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.started = self.finished = None
+
+    # the work
+    def _progress(self, fraction: float) -> None:
+        self.fraction = float(min(max(fraction, 0.0), 1.0))
+        if self._cancel.is_set():
+            raise Cancelled("simulation cancelled")
+
+    def run(self):
+        """Run to the end in the calling thread; returns the take (or raises)."""
+        import inspect
+
+        from .engine import take as take_mod
+        from .engine.control.tracking import TrackingParams
+
+        self.started = time.perf_counter()
+        kwargs = dict(controller=self.controller, fatigue=self.fatigue, backend=self.backend,
+                      seed=int(self.seed), fps=self.fps, params=TrackingParams(residual=float(self.residual)))
+        sig = inspect.signature(take_mod.simulate).parameters
+        if self.policy and "policy" in sig:
+            kwargs["policy"] = self.policy
+        if "progress" in sig:
+            kwargs["progress"] = self._progress
+            self.take = take_mod.simulate(load_model(), self.clips, **kwargs)
+        else:
+            job = self
+
+            class _Bar(take_mod.Progress):
+                def update(self, done):
+                    job._progress(done / self.total)
+                    super().update(done)
+
+            saved = take_mod.Progress
+            take_mod.Progress = _Bar
+            try:
+                self.take = take_mod.simulate(load_model(), self.clips, **kwargs)
+            finally:
+                take_mod.Progress = saved
+        self.fraction = 1.0
+        self.finished = time.perf_counter()
+        return self.take
+
+    def _worker(self):
+        try:
+            self.run()
+        except BaseException as e:  # reported by poll()
+            self.error = e
+
+    # the modal side
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._worker, name="sinew-simulate", daemon=True)
+        self._thread.start()
+
+    def cancel(self, wait: bool = True) -> None:
+        self._cancel.set()
+        if wait and self._thread is not None:
+            self._thread.join()
+
+    @property
+    def done(self) -> bool:
+        return self._thread is not None and not self._thread.is_alive()
+
+
+def fatigue_params(scale=1.0, F=0.01, R=0.002, r=2.0):
+    from .engine.fatigue import FatigueParams
+
+    return FatigueParams(F=float(F), R=float(R), r=float(r), scale=float(scale))
+
+
+# ---- bake -----------------------------------------------------------------------------------
+def take_pose(take):
+    """(root_pos (N, 3), local_rot (N, B, 4)) of a take's simulated model pose."""
+    from .engine.kinematics import q_to_pose
+    from .engine.transforms import matrix_to_quat
+
+    root, local = q_to_pose(load_model(), np.asarray(take.q, float))
+    return root, matrix_to_quat(local)
+
+
+def take_table(take) -> np.ndarray:
+    """(N, M, 3) display values: activation, M_F, force / f0."""
+    rig = load_model()
+    return np.stack([np.asarray(take.activation, np.float32), np.asarray(take.MF, np.float32),
+                     (np.asarray(take.force, float) / rig.muscle_f0).astype(np.float32)], -1)
+
+
+def bake_take(context, arm, take, frame_start: int | None = None, action_name: str | None = None) -> dict:
+    """Bake a take onto the armature as a new Action and write the display's take table.
+
+    The armature's current Action is never modified: the new Action becomes the active one
+    and the old one is stashed on a muted NLA track. Returns a summary."""
+    from . import display
+    from .armature import assign_action, bake_action, unique_action_name
+
+    t0 = time.perf_counter()
+    scene = context.scene
+    if frame_start is None:
+        frame_start = scene.frame_start
+    rt = retargeter(arm)
+    root, local = take_pose(take)
+    motion = rt.to_source(root, local, 1.0 / take.fps, 0.0)
+    ad = arm.animation_data
+    base = ad.action.name if ad is not None and ad.action is not None else arm.name
+    base = base.split("_fatigued_")[0]
+    name = action_name or unique_action_name(base)
+    action, slot = bake_action(arm, motion, int(frame_start), name)
+    action["sinew_take"] = json.dumps(dict(fps=take.fps, frames=take.num_frames,
+                                           summary=take.meta.get("summary", {}), seed=take.meta.get("seed"),
+                                           fatigue=take.meta.get("fatigue"), clips=take.meta.get("clips")),
+                                      default=str)
+    action.use_fake_user = True
+    assign_action(arm, action, slot)
+    if not arm.sinew.retargeted or display.names_for(arm.name)["muscles"] not in __import__("bpy").data.objects:
+        retarget_to_model(context, arm)
+    table = display.write_take_table(context, arm, take_table(take), int(frame_start))
+    end = int(frame_start) + take.num_frames - 1
+    return dict(action=action.name, frames=take.num_frames, frame_start=int(frame_start), frame_end=end,
+                fps=take.fps, table=table.name, bake_s=round(time.perf_counter() - t0, 3),
+                slotted=slot is not None)
+
+
+# ---- one entry point for the operator and the batch script -----------------------------------
+def prepare_simulation(context, arm, clips, fps=None, controller="tracking", policy=None, fatigue_scale=50.0,
+                       F=0.01, R=0.002, r=2.0, residual=1.0, seed=0, repetitions=None) -> SimulationJob:
+    """Check everything before any work and return a job ready to run.
+
+    clips: [(path or "ACTION", seconds or None)]; None seconds = the clip's own length (times
+    `repetitions` when given). Nothing in the scene or the armature is changed."""
+    from .engine.take import check_fps
+
+    if arm is None or getattr(arm, "type", None) != "ARMATURE":
+        raise ParameterError("armature", f"{getattr(arm, 'name', arm)!r} is not an armature")
+    retargeter(arm)  # the rig must map before any simulation work
+    fps = check_fps(round(scene_fps(context.scene), 6) if fps is None else fps)
+    out = []
+    for src, seconds in clips:
+        if src == "ACTION":
+            ref = action_reference(context, arm, context.scene.frame_start, context.scene.frame_end)
+        else:
+            ref = check_clip_file(src)
+        length = ref.seconds if seconds is None else float(seconds)
+        if seconds is None and repetitions:
+            length = ref.seconds * int(repetitions)
+        out.append((ref, length))
+    if controller == "policy":
+        if not policy:
+            raise ParameterError("policy", "the policy controller needs a policy file")
+        if not Path(bpy_abspath(policy)).is_file():
+            raise InputFileError(bpy_abspath(policy), "policy file not found")
+    return SimulationJob(out, fps, controller=controller, fatigue=fatigue_params(fatigue_scale, F, R, r),
+                         residual=residual, seed=seed, policy=policy)
+
+
+def settings_job(context, s) -> tuple[object, SimulationJob]:
+    """The armature and job for the sidebar's settings (Scene.sinew)."""
+    arm = s.armature or context.active_object
+    if arm is None or arm.type != "ARMATURE":
+        raise ParameterError("armature", "choose an armature in the Sinew tab (or make one active)")
+    if s.clip_source == "FILE":
+        if not s.clip_path:
+            raise ParameterError("clip", "choose a clip file (BVH or reference .npz)")
+        src = bpy_abspath(s.clip_path)
+    else:
+        src = "ACTION"
+    seconds = None if s.length_mode == "REPEAT" else s.seconds
+    policy = s.policy_path
+    if s.controller == "policy" and not policy:
+        from . import prefs
+
+        p = prefs.get(context)
+        policy = p.default_policy if p is not None else ""
+    job = prepare_simulation(context, arm, [(src, seconds)], controller=s.controller, policy=policy,
+                             fatigue_scale=s.fatigue_scale, F=s.F, R=s.R, r=s.r, residual=s.residual,
+                             seed=s.seed, repetitions=s.repetitions if s.length_mode == "REPEAT" else None)
+    return arm, job
+
+
+def frame_start_for(context, s) -> int:
+    return context.scene.frame_start if s.use_scene_start else s.frame_start

@@ -1,0 +1,98 @@
+"""Properties stored in the .blend: the bone map and display settings on the armature object
+(`Object.sinew`), the simulation settings on the scene (`Scene.sinew`)."""
+from __future__ import annotations
+
+import bpy
+from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProperty, IntProperty,
+                       PointerProperty, StringProperty)
+
+
+def _display_update(self, context):
+    from . import display
+
+    arm = self.id_data
+    nm = display.names_for(arm.name)
+    ob_b, ob_m = bpy.data.objects.get(nm["bones"]), bpy.data.objects.get(nm["muscles"])
+    if ob_b is not None:
+        ob_b.hide_viewport = ob_b.hide_render = not self.show_bones
+    if ob_m is not None:
+        ob_m.hide_viewport = ob_m.hide_render = not self.show_muscles
+        mod = ob_m.modifiers.get("Sinew Muscles")
+        if mod is not None and mod.node_group is not None:
+            display.set_input(mod, "Mode", display.MODES.index(self.color_mode))
+            display.set_input(mod, "Radius", 0.006 * self.model_scale * self.muscle_thickness)
+
+
+def _is_armature(self, obj):
+    return obj.type == "ARMATURE"
+
+
+class SINEW_PG_bone_map_item(bpy.types.PropertyGroup):
+    body: StringProperty(name="Model body")
+    bone: StringProperty(name="Bone", description="Armature bone driving this model body (empty: unmapped)")
+
+
+class SINEW_PG_armature(bpy.types.PropertyGroup):
+    bone_map: CollectionProperty(type=SINEW_PG_bone_map_item)
+    bone_map_index: IntProperty()
+    map_source: StringProperty(name="Map from", default="")
+    preset: EnumProperty(
+        name="Preset", default="AUTO",
+        items=[("AUTO", "Detect", "Best preset, else a guess from names and hierarchy"),
+               ("MIXAMO", "Mixamo", ""), ("RIGIFY", "Rigify", ""), ("UNREAL", "Unreal", ""),
+               ("MASS", "MASS / BVH", ""), ("CMU", "CMU", ""), ("SMPL", "SMPL", "")])
+    retargeted: BoolProperty(default=False)
+    model_scale: FloatProperty(name="Character scale", default=1.0,
+                               description="Character size relative to the muscle model")
+    show_muscles: BoolProperty(name="Muscles", default=True, update=_display_update)
+    show_bones: BoolProperty(name="Bones", default=True, update=_display_update)
+    color_mode: EnumProperty(
+        name="Colour by", default="ACTIVATION", update=_display_update,
+        items=[("ACTIVATION", "Activation", "White to red with muscle activation"),
+               ("FATIGUE", "Fatigue", "White to red with the fatigued fraction M_F"),
+               ("FORCE", "Force", "White to red with force / maximum isometric force")])
+    muscle_thickness: FloatProperty(name="Thickness", default=1.0, min=0.1, max=5.0, update=_display_update)
+
+
+class SINEW_PG_scene(bpy.types.PropertyGroup):
+    armature: PointerProperty(name="Armature", type=bpy.types.Object, poll=_is_armature)
+    clip_source: EnumProperty(
+        name="Clip", default="FILE",
+        items=[("FILE", "File", "A BVH file or a reference .npz"),
+               ("ACTION", "Action", "The armature's current action over the scene range")])
+    clip_path: StringProperty(name="Clip file", subtype="FILE_PATH")
+    length_mode: EnumProperty(name="Length", default="SECONDS",
+                              items=[("SECONDS", "Duration", ""), ("REPEAT", "Repetitions", "")])
+    seconds: FloatProperty(name="Seconds", default=10.0, min=0.1, soft_max=600.0, unit="TIME_ABSOLUTE")
+    repetitions: IntProperty(name="Repetitions", default=5, min=1, soft_max=200)
+    fatigue_scale: FloatProperty(name="Fatigue scale", default=50.0, min=0.0, soft_max=200.0)
+    F: FloatProperty(name="F", default=0.01, min=0.0, precision=4, description="Fatigue rate (1/s)")
+    R: FloatProperty(name="R", default=0.002, min=0.0, precision=4, description="Recovery rate (1/s)")
+    r: FloatProperty(name="r", default=2.0, min=0.0, description="Rest recovery multiplier")
+    controller: EnumProperty(name="Controller", default="tracking",
+                             items=[("tracking", "Tracking", "Inverse dynamics + muscle coordination"),
+                                    ("policy", "Policy", "A trained MuscleVAE policy file")])
+    policy_path: StringProperty(name="Policy", subtype="FILE_PATH")
+    residual: FloatProperty(name="Residual", default=1.0, min=0.0, soft_max=2.0,
+                            description="Root residual strength in body weights (0 = none)")
+    seed: IntProperty(name="Seed", default=0, min=0)
+    frame_start: IntProperty(name="Start frame", default=1)
+    use_scene_start: BoolProperty(name="Scene start", default=True)
+    last_report: StringProperty(default="")
+
+
+CLASSES = (SINEW_PG_bone_map_item, SINEW_PG_armature, SINEW_PG_scene)
+
+
+def register():
+    for c in CLASSES:
+        bpy.utils.register_class(c)
+    bpy.types.Object.sinew = PointerProperty(type=SINEW_PG_armature)
+    bpy.types.Scene.sinew = PointerProperty(type=SINEW_PG_scene)
+
+
+def unregister():
+    del bpy.types.Scene.sinew
+    del bpy.types.Object.sinew
+    for c in reversed(CLASSES):
+        bpy.utils.unregister_class(c)

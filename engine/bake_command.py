@@ -1,0 +1,97 @@
+"""`sinew bake`: headless Blender bake of a fatigued take (wraps scripts/sinew_bake.py).
+
+    sinew bake scene.blend --armature Armature --clip walk.bvh:20 --out out/take.blend [--json]
+
+Runs `blender -b scene.blend -P scripts/sinew_bake.py -- ARGS` when a Blender binary is
+found (--blender, $BLENDER, or `blender` on PATH), else the same script under this Python
+with the `bpy` module (pip install 'bpy==4.5.*'). The script's arguments are the batch
+script's (see `python scripts/sinew_bake.py --help`). No bpy is imported here.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sinew_bake.py"
+
+
+def cmd_bake(args, extra: list[str] | None = None) -> int:
+    scene = Path(args.scene)
+    if not scene.is_file():
+        print(f"sinew bake: error: {scene}: scene file not found", file=sys.stderr)
+        return 2
+    if not SCRIPT.is_file():
+        print(f"sinew bake: error: {SCRIPT}: batch script not found (a source checkout is needed)", file=sys.stderr)
+        return 2
+    passthrough = ["--armature", args.armature, "--out", args.out]
+    for c in args.clip:
+        passthrough += ["--clip", c]
+    for flag, value in (("--fatigue-scale", args.fatigue_scale), ("--F", args.F), ("--R", args.R), ("--r", args.r),
+                        ("--controller", args.controller), ("--policy", args.policy),
+                        ("--residual", args.residual), ("--seed", args.seed), ("--fps", args.fps),
+                        ("--frame-start", args.frame_start), ("--repetitions", args.repetitions)):
+        if value is not None:
+            passthrough += [flag, str(value)]
+    blender = args.blender or os.environ.get("BLENDER") or shutil.which("blender")
+    if blender:
+        cmd = [blender, "-b", str(scene), "--python-exit-code", "2", "-P", str(SCRIPT), "--", *passthrough]
+    else:
+        try:
+            import importlib.util
+
+            if importlib.util.find_spec("bpy") is None:
+                raise ImportError
+        except ImportError:
+            print("sinew bake: error: no Blender found (give --blender PATH or set $BLENDER) and no bpy module "
+                  "in this Python (pip install 'bpy==4.5.*')", file=sys.stderr)
+            return 2
+        cmd = [sys.executable, str(SCRIPT), "--scene", str(scene), *passthrough]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    lines = r.stdout.strip().splitlines()
+    summary = next((ln for ln in reversed(lines) if ln.startswith("{")), None)
+    if r.returncode != 0 or summary is None:
+        reason = [ln for ln in r.stderr.strip().splitlines() if "error" in ln.lower()] or r.stderr.strip().splitlines()
+        print(reason[-1] if reason else f"sinew bake: error: the bake exited with status {r.returncode}",
+              file=sys.stderr)
+        return r.returncode or 2
+    if args.json:
+        print(summary)
+    else:
+        import json
+
+        s = json.loads(summary)
+        print(f"baked {s['frames']} frames into action '{s['action']}' -> {s['out']}")
+    return 0
+
+
+def add_bake_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "bake", help="simulate a fatigued take and bake it into a .blend (headless Blender)",
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n  sinew bake scene.blend --armature Armature --clip walk.bvh:20 --out out/take.blend\n"
+               "  sinew bake scene.blend --armature Rig --clip action --fatigue-scale 50 --out o.blend --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("scene", help="the .blend holding the armature")
+    p.add_argument("--armature", required=True)
+    p.add_argument("--clip", action="append", required=True, metavar="CLIP[:SECONDS]",
+                   help="BVH / reference .npz, or 'action' (the armature's action); repeat to chain")
+    p.add_argument("--out", required=True, help="the .blend to write")
+    p.add_argument("--repetitions", type=int)
+    p.add_argument("--fatigue-scale", type=float)
+    p.add_argument("--F", type=float)
+    p.add_argument("--R", type=float)
+    p.add_argument("--r", type=float)
+    p.add_argument("--controller", choices=("tracking", "policy"))
+    p.add_argument("--policy")
+    p.add_argument("--residual", type=float)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--fps", type=int)
+    p.add_argument("--frame-start", type=int)
+    p.add_argument("--blender", help="Blender executable (default: $BLENDER or `blender` on PATH)")
+    p.add_argument("--json", action="store_true", help="print the JSON summary as the last line of stdout")
+    p.set_defaults(func=cmd_bake)
+    return p

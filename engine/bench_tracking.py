@@ -1,0 +1,53 @@
+"""Speed of the tracking controller (for `sinew bench`): a short fresh walk take, split
+into the controller's preparation (reference, inverse dynamics, moment arms, contacts),
+its muscle-coordination solve, and the muscle step + physics; plus the bare physics step."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+WALK = Path(__file__).resolve().parents[2] / "shared" / "reference" / "mass" / "motion" / "walk.bvh"
+
+
+def bench_tracking(seconds: float = 2.0, rig_name: str = "human284", clip: str | None = None,
+                   backend: str = "mujoco"):
+    """Returns (summary dict, lines)."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from . import fatigue as fat
+    from .physics import make_backend
+    from .rig import load_rig
+    from .take import simulate
+
+    rig = load_rig(rig_name)
+    clip = clip or str(WALK)
+    take = simulate(rig, [(clip, float(seconds))], fatigue=fat.FatigueParams(scale=0.0), backend=backend,
+                    label="bench tracking")
+    t = take.meta["timing"]
+    steps = max(t["steps"], 1)
+    bare = make_backend(backend, rig)
+    n = 240
+    t0 = time.perf_counter()
+    for _ in range(n):
+        bare.step()
+        bare.body_state()
+    physics_us = 1e6 * (time.perf_counter() - t0) / n
+    per = {k: 1e6 * t[k] / steps for k in ("prepare_s", "solve_s", "muscles_and_physics_s")}
+    total_us = 1e6 * t["wall_s"] / steps
+    summary = dict(
+        step_us=dict(tracking_prepare=round(per["prepare_s"], 1), tracking_solve=round(per["solve_s"], 1),
+                     muscles_and_physics=round(per["muscles_and_physics_s"], 1),
+                     physics_bare=round(physics_us, 1), tracking_total=round(total_us, 1)),
+        realtime_factor=dict(tracking=round((1 / 120) / (total_us * 1e-6), 3)),
+        decisions_per_s=round(t["decisions"] / max(take.meta["simulated_seconds"], 1e-9), 1),
+        joint_err_deg_mean=take.meta["summary"]["joint_err_deg_mean"],
+    )
+    lines = [f"tracking controller, fresh walk, {take.meta['simulated_seconds']:.1f} s ({backend}, one core):",
+             f"  prepare (reference, inverse dynamics, moment arms, contacts) {per['prepare_s']:9.1f} us/step",
+             f"  muscle coordination solve                                  {per['solve_s']:9.1f} us/step",
+             f"  muscles + physics                                          {per['muscles_and_physics_s']:9.1f} us/step",
+             f"  bare physics step                                          {physics_us:9.1f} us/step",
+             f"  whole loop {total_us:9.1f} us/step = {summary['realtime_factor']['tracking']}x real time"]
+    return summary, lines

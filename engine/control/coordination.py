@@ -1,0 +1,180 @@
+"""Muscle coordination (MASS eq. 13, OpenSim static optimisation) and fast moment arms.
+
+Given the generalised forces the motion needs, find activations alpha inside the 3CC-r
+bounds [alpha_lb, alpha_ub], ground contact forces inside linearised friction cones, and
+(optionally) a bounded residual wrench on the root, so that
+
+    -A^T f(alpha) + J_c^T beta + S^T r  =  tau          f(alpha) = f0 (alpha f_l f_v + f_PE)
+
+holds as well as it can, preferring small activations (sum alpha^2) and using the residual
+only as a last resort. f is linear in alpha at the current muscle state, so this is one
+bounded linear least-squares problem (scipy.optimize.lsq_linear, BVLS): the contact forces
+are the non-negative weights beta of MuJoCo's pyramid edges, so every bound is a box.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import lsq_linear
+from scipy.sparse import csr_matrix
+
+from .. import kinematics as kin
+from ..rig import Rig
+from ..transforms import skew
+
+
+class MomentArms:
+    """dl/dq (M, nv) at a body state, exact for the muscle paths of engine.muscle_step.
+
+    dl_m/dq_d = sum over m's segments of u_s . d(segment s)/dq_d, and segment vectors are
+    DX times the per-body blocks [R^T; t^T] (MuscleSystem). So A = sum_i P_i Y_i, with
+    P_i (M x 4B) the per-muscle sums of DX weighted by component i of the unit segment
+    directions (a fixed sparsity pattern refilled each call), and Y_i (4B x nv) component i
+    of the body blocks' rates for unit velocity of each DOF. About 0.3 ms, against ~18 ms
+    for engine.kinematics.moment_arms (which it equals; see tests/test_tracking.py).
+    """
+
+    def __init__(self, rig: Rig, muscles):
+        from scipy.sparse import csr_matrix as csr
+
+        self.rig = rig
+        S, K = len(rig.seg_a), rig.num_waypoints
+        s = np.arange(S)
+        D = csr((np.r_[-np.ones(S), np.ones(S)], (np.r_[s, s], np.r_[rig.seg_a, rig.seg_b])), shape=(S, K))
+        DX = (D @ muscles.paths.X).tocoo()
+        keep = DX.data != 0
+        seg, col, val = DX.row[keep], DX.col[keep], DX.data[keep]
+        m = rig.seg_muscle[seg]
+        key = m.astype(np.int64) * (4 * rig.num_bodies) + col
+        uniq, self._slot = np.unique(key, return_inverse=True)
+        self._seg, self._val = seg, val
+        self._nnz = len(uniq)
+        self._rows, self._cols = uniq // (4 * rig.num_bodies), uniq % (4 * rig.num_bodies)
+        indptr = np.searchsorted(self._rows, np.arange(rig.num_muscles + 1))
+        self._shape = (rig.num_muscles, 4 * rig.num_bodies)
+        self._indptr, self._indices = indptr, self._cols.astype(np.int32)
+
+    def body_jacobians(self, joint_rot, joint_pos, body_pos):
+        """Angular and linear velocity of every body's centre per unit velocity of each DOF:
+        (nv, B, 3) each."""
+        rig = self.rig
+        axes, centres, joints, rotational = kin.dof_axes(rig, joint_rot, joint_pos)
+        mask = rig.subtree[joints].astype(float)  # (nv, B)
+        rot = rotational.astype(float)[:, None]
+        w = mask[..., None] * (rot * axes)[:, None, :]
+        lever = body_pos[None] - centres[:, None, :]
+        v_rot = np.cross(axes[:, None, :], lever)
+        v = mask[..., None] * np.where(rotational[:, None, None], v_rot, axes[:, None, :])
+        return w, v
+
+    def __call__(self, u: np.ndarray, body_rot, joint_rot, joint_pos, body_pos, jac=None) -> np.ndarray:
+        """u: unit segment directions as rows (3, S) from MuscleSystem.kinematics; jac: the
+        body_jacobians of this pose when already computed."""
+        w, v = self.body_jacobians(joint_rot, joint_pos, body_pos) if jac is None else jac  # (nv, B, 3)
+        Rt = np.swapaxes(body_rot, 1, 2)  # (B, 3, 3)
+        rot_part = Rt[None] @ skew(-w)  # (nv, B, 3, 3): R^T [-w]x
+        nv, B = w.shape[:2]
+        Y = np.empty((B, 4, 3, nv))
+        Y[:, :3] = np.moveaxis(rot_part, 0, -1)
+        Y[:, 3] = np.moveaxis(v, 0, -1)
+        Y = Y.reshape(4 * B, 3, nv)
+        A = np.zeros((self.rig.num_muscles, nv))
+        for i in range(3):
+            data = np.bincount(self._slot, weights=self._val * u[i][self._seg], minlength=self._nnz)
+            P = csr_matrix((data, self._indices, self._indptr), shape=self._shape)
+            A += P @ Y[:, i, :]
+        return A
+
+
+@dataclass
+class CoordinationResult:
+    activation: np.ndarray  # (M,)
+    achieved: np.ndarray  # (nv,) generalised force the muscles produce, -A^T f
+    status: int
+
+
+@dataclass(frozen=True)
+class CoordinationWeights:
+    """Costs of the muscle solve relative to a 1 N m error in a joint torque (weight 1):
+    activation: sum alpha^2 (MASS eq. 13's effort term). contact: per N^2 of pyramid-edge
+    force in the contact distribution (spreads the load over the contact points)."""
+
+    activation: float = 1.0
+    contact: float = 1e-4
+
+
+def coordinate(tau, A, f0, flfv, fpe, lb, ub, weights: CoordinationWeights = CoordinationWeights(),
+               solver: str = "auto", warm=None) -> CoordinationResult:
+    """Activations alpha in [lb, ub] whose generalised force -A^T f(alpha) best meets tau.
+
+    min ||-A^T f(alpha) - tau||^2 + w sum alpha^2,  f = f0 (alpha flfv + fpe)
+    tau (nv,), A (M, nv) moment arms dl/dq, f0/flfv/fpe/lb/ub (M,). Rows of A that are
+    all zero (the root's DOFs) drop out. solver: 'daqp' (dual active set, DAQP), 'lsq'
+    (scipy.optimize.lsq_linear, BVLS), or 'auto' (DAQP when installed).
+    """
+    M, nv = A.shape
+    gain = f0 * flfv  # force per unit activation
+    G = -A.T * gain[None, :]  # (nv, M)
+    rhs = tau + A.T @ (f0 * fpe)
+    lo, hi = np.asarray(lb, float), np.maximum(np.asarray(ub, float), lb)
+    x, status = _bounded_lsq(G, rhs, np.full(M, weights.activation), lo, hi, solver, warm)
+    return CoordinationResult(x, G @ x - A.T @ (f0 * fpe), status)
+
+
+def distribute_contacts(wrench, Jc, bound=None, weight: float = 1e-4, solver: str = "auto"):
+    """Contact forces and root residual for the root's generalised force `wrench` (6,).
+
+    The root rows of the inverse dynamics are the net external wrench the motion needs;
+    only the ground and the residual can supply them. beta >= 0 (pyramid-edge forces,
+    Jc (nc, 6) their root Jacobian rows) minimises ||Jc^T beta - wrench||^2 + weight |beta|^2;
+    the residual r = wrench - Jc^T beta, clipped to +-bound (None: no residual).
+    Returns (beta, r).
+    """
+    nc = len(Jc)
+    if nc:
+        beta, _ = _bounded_lsq(Jc.T, wrench, np.full(nc, weight), np.zeros(nc), np.full(nc, BIG), solver, None)
+        left = wrench - Jc.T @ beta
+    else:
+        beta, left = np.zeros(0), np.asarray(wrench, float).copy()
+    if bound is None:
+        return beta, np.zeros(6)
+    return beta, np.clip(left, -bound, bound)
+
+
+def _bounded_lsq(G, rhs, reg, lo, hi, solver, warm):
+    """min ||G x - rhs||^2 + sum reg x^2 over lo <= x <= hi; returns (x, status)."""
+    n = G.shape[1]
+    if solver == "auto":
+        solver = "daqp" if _have_daqp() else "lsq"
+    status = 0
+    if solver == "daqp":
+        import daqp
+
+        H = G.T @ G
+        H[np.diag_indices(n)] += reg
+        f = -(G.T @ rhs)
+        kw = {}
+        if warm is not None and len(warm) == n:
+            kw["primal_start"] = np.clip(warm, lo, hi)
+        x, _, status, _ = daqp.solve(H, f, np.zeros((0, n)), hi, lo, np.zeros(n, dtype=np.int32), **kw)
+        status = int(status)
+        if status < 0:  # numerical trouble: fall back to scipy's bounded least squares
+            solver = "lsq"
+    if solver == "lsq":
+        Big = np.vstack([G, np.diag(np.sqrt(reg))])
+        b = np.concatenate([rhs, np.zeros(n)])
+        sol = lsq_linear(Big, b, bounds=(lo, np.where(hi >= BIG, np.inf, hi)), method="bvls", lsq_solver="exact")
+        x, status = sol.x, int(sol.status)
+    return np.clip(x, lo, hi), status
+
+
+BIG = 1e9  # "no upper bound" for contact forces (DAQP wants finite bounds)
+
+
+def _have_daqp() -> bool:
+    try:
+        import daqp  # noqa: F401
+    except ImportError:
+        return False
+    return True

@@ -1,0 +1,284 @@
+"""Reference motion for the tracking controller: clips made cyclic, looped and chained.
+
+A take plays a list of clips, each for some seconds (`run.bvh:60`, then `walk.bvh:20`). A
+clip longer in the plan than in its file loops: `CyclicClip` closes the clip's seam, and
+each cycle carries the root's horizontal offset and heading forward, so a 1.1 s walk cycle
+becomes a straight (or gently curving) walk of any length. The next clip starts at the
+phase whose pose best matches the reference at the switch, turned and moved so its root
+continues from there, and the two are cross-faded over `blend` seconds.
+
+Everything is in the engine's generalised coordinates (MuJoCo's qpos/qvel layout) at the
+physics rate (120 Hz); positions are combined on the configuration manifold with MuJoCo's
+mj_differentiatePos / mj_integratePos on a model of the rig.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+from ..errors import InputFileError, ParameterError
+from ..motion.reference import Reference
+from ..rig import Rig
+
+PHYSICS_HZ = 120.0
+
+
+class QSpace:
+    """Configuration-space arithmetic of the rig (free root, ball, hinge joints)."""
+
+    def __init__(self, rig: Rig):
+        from ..physics.mujoco_backend import build_mjcf
+
+        self.rig = rig
+        self.model = mujoco.MjModel.from_xml_string(
+            build_mjcf(rig, 1.0 / PHYSICS_HZ, 0.0, False, np.zeros(rig.num_bodies, bool)))
+        self.nq, self.nv = self.model.nq, self.model.nv
+
+    def diff(self, qa: np.ndarray, qb: np.ndarray) -> np.ndarray:
+        """Velocity-space difference qb - qa (rotation vectors in each joint's local frame;
+        the root's translation in world coordinates)."""
+        out = np.empty(self.nv)
+        mujoco.mj_differentiatePos(self.model, out, 1.0, qa, qb)
+        return out
+
+    def add(self, q: np.ndarray, dv: np.ndarray) -> np.ndarray:
+        """q moved by velocity-space displacement dv."""
+        out = np.array(q, dtype=float, copy=True)
+        mujoco.mj_integratePos(self.model, out, dv, 1.0)
+        return out
+
+    def interp(self, qa, qb, w: float) -> np.ndarray:
+        return self.add(qa, w * self.diff(qa, qb))
+
+
+def _yaw(quat: np.ndarray) -> float:
+    """Heading angle about +Z of a root orientation (w, x, y, z): the direction the root's
+    -Y axis (the model's forward at rest) points in the ground plane."""
+    w, x, y, z = quat
+    # R @ [0, -1, 0] = -(second column of R)
+    fx = -(2 * (x * y - w * z))
+    fy = -(1 - 2 * (x * x + z * z))
+    return float(np.arctan2(fy, fx))
+
+
+def _zquat(angle: float) -> np.ndarray:
+    return np.array([np.cos(angle / 2), 0.0, 0.0, np.sin(angle / 2)])
+
+
+def _rot2(angle: float) -> np.ndarray:
+    c, s = np.cos(angle), np.sin(angle)
+    return np.array([[c, -s], [s, c]])
+
+
+@dataclass(frozen=True)
+class Planar:
+    """A turn about +Z by `yaw` followed by a horizontal shift `shift` (x, y): how a clip's
+    root is carried from one cycle to the next, or placed where the previous clip left off."""
+
+    yaw: float = 0.0
+    shift: tuple = (0.0, 0.0)
+
+    def then(self, other: "Planar") -> "Planar":
+        """self first, then other."""
+        s = _rot2(other.yaw) @ np.asarray(self.shift) + np.asarray(other.shift)
+        return Planar(self.yaw + other.yaw, (float(s[0]), float(s[1])))
+
+    def apply_q(self, q: np.ndarray) -> np.ndarray:
+        if self.yaw == 0.0 and self.shift == (0.0, 0.0):
+            return q
+        q = q.copy()
+        q[:2] = _rot2(self.yaw) @ q[:2] + np.asarray(self.shift)
+        from ..transforms import quat_multiply
+
+        q[3:7] = quat_multiply(_zquat(self.yaw), q[3:7])
+        return q
+
+    def apply_v(self, v: np.ndarray) -> np.ndarray:
+        """Velocities (and accelerations): only the root's world-frame linear part turns."""
+        if self.yaw == 0.0:
+            return v
+        v = v.copy()
+        v[..., :2] = v[..., :2] @ _rot2(self.yaw).T
+        return v
+
+
+class CyclicClip:
+    """One clip made seamlessly cyclic at the physics rate.
+
+    The frame after the last is predicted from the last frame and its velocity; the turn
+    and shift that carry frame 0's root (heading, horizontal position) onto that prediction
+    is the per-cycle `cycle` transform. What still differs (joint angles, root height and
+    tilt: `seam` in the velocity space) is spread linearly over the clip, so cycle k + 1
+    starts exactly where cycle k ends. Velocities and accelerations are then central
+    differences across the closed loop, the accelerations smoothed over ~2 frames.
+    """
+
+    def __init__(self, space: QSpace, ref: Reference, name: str = "clip"):
+        self.name = name
+        self.space = space
+        fps = ref.fps
+        if abs(fps - PHYSICS_HZ) > 1e-6:
+            raise ParameterError(f"clip {name}", f"reference is at {fps:g} fps; retarget it at "
+                                 f"{PHYSICS_HZ:g} fps (sinew retarget writes 120 fps)")
+        q0 = np.asarray(ref.q, dtype=float)
+        v0 = np.asarray(ref.qvel, dtype=float)
+        F = len(q0)
+        if F < 4:
+            raise ParameterError(f"clip {name}", f"has {F} frames; at least 4 are needed")
+        if q0.shape[1] != space.nq or v0.shape[1] != space.nv:
+            raise ParameterError(f"clip {name}", f"q has {q0.shape[1]} coordinates, the rig {space.nq}")
+        dt = 1.0 / PHYSICS_HZ
+        q_next = space.add(q0[-1], v0[-1] * dt)  # predicted frame F
+        yaw = _yaw(q_next[3:7]) - _yaw(q0[0, 3:7])
+        shift = q_next[:2] - _rot2(yaw) @ q0[0, :2]
+        self.cycle = Planar(float(yaw), (float(shift[0]), float(shift[1])))
+        self.seam = space.diff(q_next, self.cycle.apply_q(q0[0]))
+        q = np.stack([space.add(q0[i], (i / F) * self.seam) for i in range(F)])
+        # closed-loop central differences
+        prev = space.diff(self._back(q[-1]), q[0])
+        nxt = space.diff(q[-1], self.cycle.apply_q(q[0]))
+        qvel = np.empty((F, space.nv))
+        for i in range(F):
+            a = self._back(q[F - 1]) if i == 0 else q[i - 1]
+            b = self.cycle.apply_q(q[0]) if i == F - 1 else q[i + 1]
+            qvel[i] = space.diff(a, b) / (2 * dt)
+        del prev, nxt
+        # accelerations: central difference of velocities around the loop (the last frame's
+        # successor is frame 0 of the next cycle, whose world-frame root velocity is turned)
+        v_next = np.concatenate([qvel[1:], self.cycle.apply_v(qvel[:1])])
+        inv = Planar(-self.cycle.yaw)
+        v_prev = np.concatenate([inv.apply_v(qvel[-1:]), qvel[:-1]])
+        qacc = (v_next - v_prev) / (2 * dt)
+        k = np.array([1, 4, 6, 4, 1], float) / 16.0  # binomial smoothing, cyclic
+        qacc = sum(w * np.roll(qacc, s, axis=0) for w, s in zip(k, range(-2, 3)))
+        self.q, self.qvel, self.qacc = q, qvel, qacc
+        self.frames = F
+        self.seconds = F * dt
+        self._powers = [Planar()]
+
+    def _back(self, q: np.ndarray) -> np.ndarray:
+        """Undo one cycle transform: the previous cycle's copy of a frame."""
+        c = self.cycle
+        inv_shift = -(_rot2(-c.yaw) @ np.asarray(c.shift))
+        return Planar(-c.yaw, (float(inv_shift[0]), float(inv_shift[1]))).apply_q(q)
+
+    def cycle_transform(self, k: int) -> Planar:
+        while len(self._powers) <= k:
+            self._powers.append(self._powers[-1].then(self.cycle))
+        return self._powers[k]
+
+    def sample(self, frame: int, place: Planar = Planar()):
+        """(q, qvel, qacc) at integer frame >= 0 of the looped clip, then moved by `place`."""
+        k, i = divmod(int(frame), self.frames)
+        T = self.cycle_transform(k).then(place)
+        return T.apply_q(self.q[i]), T.apply_v(self.qvel[i]), T.apply_v(self.qacc[i])
+
+
+@dataclass
+class Segment:
+    clip: CyclicClip
+    start: int  # first physics step of the segment
+    steps: int  # its length in steps
+    phase: int  # clip frame played at `start`
+    place: Planar  # where the clip's root is put
+    label: str
+
+
+class MotionPlan:
+    """Clips played one after another, each looping for its duration, cross-faded over
+    `blend` seconds at each switch. `sample(step)` gives the reference at a physics step."""
+
+    def __init__(self, rig: Rig, clips: list[tuple[Reference, float, str]], blend: float = 0.4):
+        if not clips:
+            raise ParameterError("clips", "at least one clip is needed")
+        self.space = QSpace(rig)
+        self.blend_steps = max(int(round(blend * PHYSICS_HZ)), 0)
+        self.segments: list[Segment] = []
+        cache: dict[int, CyclicClip] = {}
+        start = 0
+        for ref, seconds, label in clips:
+            clip = cache.get(id(ref)) or CyclicClip(self.space, ref, label)
+            cache[id(ref)] = clip
+            steps = int(round(seconds * PHYSICS_HZ))
+            if not self.segments:
+                seg = Segment(clip, 0, steps, 0, Planar(), label)
+            else:
+                q_prev = self._sample_segment(self.segments[-1], start)[0]
+                phase = self._best_phase(clip, q_prev)
+                q_new = clip.q[phase]
+                yaw = _yaw(q_prev[3:7]) - _yaw(q_new[3:7])
+                shift = q_prev[:2] - _rot2(yaw) @ q_new[:2]
+                seg = Segment(clip, start, steps, phase, Planar(float(yaw), (float(shift[0]), float(shift[1]))), label)
+            self.segments.append(seg)
+            start += steps
+        self.total_steps = start
+
+    @staticmethod
+    def _best_phase(clip: CyclicClip, q: np.ndarray) -> int:
+        """Frame of the clip whose pose (joints and root height, not where it stands or
+        faces) is closest to q."""
+        d = np.linalg.norm(clip.q[:, 7:] - q[7:], axis=1) + 3.0 * np.abs(clip.q[:, 2] - q[2])
+        return int(np.argmin(d))
+
+    def _sample_segment(self, seg: Segment, step: int):
+        return seg.clip.sample(seg.phase + step - seg.start, seg.place)
+
+    def segment_index(self, step: int) -> int:
+        for i in range(len(self.segments) - 1, -1, -1):
+            if step >= self.segments[i].start:
+                return i
+        return 0
+
+    def sample(self, step: int):
+        """(q, qvel, qacc) of the reference at physics step `step`."""
+        i = self.segment_index(step)
+        seg = self.segments[i]
+        q, v, a = self._sample_segment(seg, step)
+        into = step - seg.start
+        if i > 0 and into < self.blend_steps:
+            w = (into + 1) / (self.blend_steps + 1)
+            w = w * w * (3 - 2 * w)  # smoothstep
+            qp, vp, ap = self._sample_segment(self.segments[i - 1], step)
+            q = self.space.interp(qp, q, w)
+            v = (1 - w) * vp + w * v
+            a = (1 - w) * ap + w * a
+        return q, v, a
+
+
+# ---- clips from files ---------------------------------------------------------------------
+def parse_clip_arg(text: str) -> tuple[str, float | None]:
+    """'walk.bvh:20' -> ('walk.bvh', 20.0); 'walk.bvh' -> ('walk.bvh', None). A Windows drive
+    letter (C:\\...) is not taken for a duration."""
+    path, sep, tail = text.rpartition(":")
+    if sep and path and not (len(path) == 1 and path.isalpha()):
+        try:
+            seconds = float(tail)
+        except ValueError:
+            return text, None
+        return path, seconds
+    return text, None
+
+
+def load_clip(rig: Rig, source) -> tuple[Reference, str]:
+    """A clip as a Reference: a Reference passes through, a .bvh file is retargeted (its
+    bone names picked up by the presets), an .npz is read as a saved reference."""
+    if isinstance(source, Reference):
+        return source, str(source.meta.get("source") or "reference")
+    path = Path(source)
+    if not path.is_file():
+        raise InputFileError(path, "clip file not found")
+    suffix = path.suffix.lower()
+    if suffix == ".npz":
+        from ..motion.reference import load_reference
+
+        return load_reference(path), path.name
+    if suffix == ".bvh":
+        from ..motion.retarget import retarget_file
+
+        ref, _, _ = retarget_file(path, rig)
+        return ref, path.name
+    raise InputFileError(path, "unknown clip type: expected a .bvh file or a reference .npz "
+                         "(from sinew retarget)")

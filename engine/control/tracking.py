@@ -1,0 +1,198 @@
+"""The training-free tracking controller (DESIGN.md "Controllers").
+
+Every `period` physics steps:
+
+1. Reference q, qdot, qddot at this step (engine.control.plan: looped / chained clips).
+2. Wanted accelerations qddot* = qddot_ref + kp (q_ref - q) + kd (qdot_ref - qdot), with
+   differences on the configuration manifold (mj_differentiatePos).
+3. Inverse dynamics without contacts: tau = M qddot* + c(q, qdot) - passive (joint
+   damping), from MuJoCo's mass matrix and bias forces at the current state.
+4. Contacts enter the coordination, not the inverse dynamics: every ground contact within
+   `contact_margin` contributes its friction-pyramid edges (MuJoCo's own pyramidal cone
+   Jacobians) as non-negative force unknowns. So the root's 6 rows of tau, which no muscle
+   can produce, are met by the ground where the feet can push and by the residual
+   otherwise; the leg rows see the ground reaction the contacts were given.
+5. Muscle coordination (engine.control.coordination): activations inside the 3CC-r bounds
+   of the coming step, contact forces, and a root residual bounded by `residual` x body
+   weight (force) and x body weight x 1 m (torque), in one bounded least-squares solve.
+6. The activations are held until the next decision (the muscle step clips them to the
+   bounds again each step, so fatigue acts physically); the residual, converted to a force
+   and torque on the pelvis, is held too.
+
+Fatigue then shows up by itself: as a muscle's bounds close, the solve moves its load to
+synergists; when no feasible activation meets tau, the unmet part becomes tracking error
+and the pose sags.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import mujoco
+import numpy as np
+
+from .. import fatigue as fat
+from .. import kinematics as kin
+from ..errors import ParameterError
+from ..simulation import MuscleCommand
+from .coordination import CoordinationWeights, MomentArms, coordinate, distribute_contacts
+from .plan import MotionPlan
+
+G = 9.81
+FRICTION = 0.8  # friction coefficient the plan assumes (MuJoCo's ground has 1)
+
+
+@dataclass(frozen=True)
+class TrackingParams:
+    """Gains and settings of the tracking controller (chosen by measurement, see issue 5's
+    report in engine/control/__init__.py)."""
+
+    kp: float = 400.0  # 1/s^2 on joint and root position errors (20 rad/s natural frequency)
+    kd: float = 40.0  # 1/s on velocity errors (critically damped)
+    period: int = 1  # physics steps per decision (1 = 120 Hz; 2 and 4 lost the walk, see report)
+    residual: float = 1.0  # residual strength: bound on the root residual in body weights
+    contact_margin: float = 0.015  # m: contacts nearer than this may carry load
+    weights: CoordinationWeights = field(default_factory=lambda: CoordinationWeights(activation=0.01))
+
+    def validate(self) -> "TrackingParams":
+        for name in ("kp", "kd", "residual", "contact_margin"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
+                raise ParameterError(name, f"must be a finite number >= 0, got {v!r}")
+        if not (isinstance(self.period, (int, np.integer)) and self.period >= 1):
+            raise ParameterError("period", f"must be a whole number of steps >= 1, got {self.period!r}")
+        return self
+
+
+class TrackingController:
+    """Tracks a MotionPlan with muscles; see the module docstring."""
+
+    def __init__(self, sim, plan: MotionPlan, params: TrackingParams | None = None):
+        from ..physics.mujoco_backend import MujocoBackend, build_mjcf
+
+        self.params = (params or TrackingParams()).validate()
+        self.period = int(self.params.period)
+        self.plan = plan
+        self.rig = sim.rig
+        self.arms = MomentArms(sim.rig, sim.muscles)
+        if isinstance(sim.physics, MujocoBackend):
+            self.model, self.data, self._shadow = sim.physics.model, sim.physics.data, False
+        else:  # another backend: a MuJoCo copy of the rig gives the dynamics terms
+            self.model = mujoco.MjModel.from_xml_string(
+                build_mjcf(sim.rig, sim.dt, sim.physics.joint_damping, True, sim.physics.pinned))
+            self.data = mujoco.MjData(self.model)
+            self._shadow = True
+        if self.model.nv != sim.rig.num_dofs:
+            raise ParameterError("pinned", "the tracking controller needs a free character (no pinned bodies)")
+        weight = sim.rig.mass_kg * G
+        r = self.params.residual
+        self.residual_bound = np.array([r * weight] * 3 + [r * weight * 1.0] * 3) if r > 0 else None
+        self._M = np.zeros((self.model.nv, self.model.nv))
+        self._contact_bodies = np.flatnonzero(sim.rig.body_contact)
+        signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
+        self._corner_local = 0.5 * signs[None] * sim.rig.body_size[:, None]  # (B, 8, 3)
+        mu = FRICTION
+        self._edges = np.array([[mu, 0, 1], [-mu, 0, 1], [0, mu, 1], [0, -mu, 1]], float)
+        self._warm = None
+        self.last = None  # the last decision's details, for probes and tests
+        self.stats = dict(solve_s=0.0, prepare_s=0.0, decisions=0)
+
+    # ---- pieces -----------------------------------------------------------------------
+    def wanted_acceleration(self, q, qd, step):
+        q_ref, v_ref, a_ref = self.plan.sample(step)
+        err = self.plan.space.diff(q, q_ref)
+        p = self.params
+        return a_ref + p.kp * err + p.kd * (v_ref - qd), q_ref
+
+    def contact_jacobian(self, state, jac):
+        """Friction-pyramid edge Jacobians (4 per point, (n, nv)) of the foot boxes' corners
+        that are within `contact_margin` of the floor: each edge is n + mu t for a tangent
+        t = +-x, +-y, and its force beta >= 0 (a linearised cone, as MuJoCo's pyramidal
+        contacts). The lowest 4 corners of each contact body are candidates."""
+        rig = self.rig
+        w, v = jac  # (nv, B, 3)
+        bodies = self._contact_bodies
+        corners = np.einsum("bij,bkj->bki", state.rot[bodies], self._corner_local[bodies]) + state.pos[bodies][:, None]
+        rows = []
+        for j, b in enumerate(bodies):
+            z = corners[j, :, 2]
+            for k in np.argsort(z)[:4]:
+                if z[k] >= self.params.contact_margin:
+                    continue
+                r = corners[j, k] - state.pos[b]
+                Jp = v[:, b, :] + np.cross(w[:, b, :], r)  # (nv, 3) velocity of the corner per DOF
+                rows.append(Jp @ self._edges.T)  # (nv, 4)
+        if not rows:
+            return np.zeros((0, rig.num_dofs))
+        return np.concatenate(rows, axis=1).T
+
+    def dynamics(self, q, qd):
+        """M, c - passive (nv,), and contact pyramid Jacobians (nc, nv) at the state."""
+        m, d = self.model, self.data
+        if self._shadow:
+            d.qpos[:], d.qvel[:] = q, qd
+            mujoco.mj_forward(m, d)
+        mujoco.mj_fullM(m, d, self._M)
+        # implicitfast integrates joint damping implicitly: the step sees M + dt D
+        self._M[np.diag_indices(m.nv)] += m.opt.timestep * m.dof_damping
+        bias = d.qfrc_bias - d.qfrc_passive
+        n = d.nefc
+        if n:
+            J = np.asarray(d.efc_J).reshape(-1, m.nv)[:n] if not mujoco.mj_isSparse(m) else self._dense_efc()
+            typ = d.efc_type[:n]
+            dist = d.efc_pos[:n]  # contact rows: signed distance of the contact
+            keep = (typ == int(mujoco.mjtConstraint.mjCNSTR_CONTACT_PYRAMIDAL)) & (dist < self.params.contact_margin)
+            Jc = J[keep]
+        else:
+            Jc = np.zeros((0, m.nv))
+        return self._M, bias, Jc
+
+    def _dense_efc(self):
+        m, d = self.model, self.data
+        out = np.zeros((d.nefc, m.nv))
+        mujoco.mju_sparse2dense(out, d.efc_J, d.efc_J_rownnz, d.efc_J_rowadr, d.efc_J_colind)
+        return out
+
+    # ---- the decision -----------------------------------------------------------------
+    def act(self, sim, state) -> MuscleCommand:
+        import time
+
+        t0 = time.perf_counter()
+        rig = self.rig
+        q, qd = sim.physics.get_q()
+        a_star, q_ref = self.wanted_acceleration(q, qd, sim.steps)
+        Mm, bias, _ = self.dynamics(q, qd)
+        tau = Mm @ a_star + bias
+        ms = sim.muscles
+        u, length, rate = ms.kinematics(state.rot, state.pos, state.linvel, state.angvel)
+        from .. import muscle as hill
+
+        lbar = hill.normalized_length(length, rig.muscle_rest_length, rig.muscle_lt, rig.muscle_lm)
+        vbar = hill.normalized_velocity(rate, rig.muscle_rest_length, rig.muscle_lm)
+        flfv, fpe = hill.active_and_passive(lbar, vbar)
+        root_pos, local_rot = kin.q_to_pose(rig, q)
+        Gj, xj, _, _ = kin.forward_kinematics(rig, root_pos, local_rot)
+        jac = self.arms.body_jacobians(Gj, xj, state.pos)
+        A = self.arms(u, state.rot, Gj, xj, state.pos, jac)
+        Jc = self.contact_jacobian(state, jac)
+        p = ms.params
+        lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, ms.dt, p.F_eff, p.LD, p.LR)
+        t1 = time.perf_counter()
+        beta, g = distribute_contacts(tau[:6], Jc[:, :6], self.residual_bound, self.params.weights.contact)
+        contact_gf = Jc.T @ beta
+        tau_m = tau - contact_gf
+        tau_m[:6] = 0.0
+        sol = coordinate(tau_m, A, rig.muscle_f0, flfv, fpe, lb, ub, self.params.weights, warm=self._warm)
+        self._warm = sol.activation
+        t2 = time.perf_counter()
+        # residual generalised force -> force at the pelvis centre and torque (world)
+        force = g[:3].copy()
+        G0 = Gj[0]
+        torque = G0 @ g[3:] - np.cross(state.pos[0] - q[:3], force)
+        achieved = sol.achieved + contact_gf
+        achieved[:6] += g
+        self.last = dict(tau=tau, achieved=achieved, contact_gf=contact_gf, muscle_gf=sol.achieved, residual=g, activation=sol.activation,
+                         lb=lb, ub=ub, contact_rows=len(Jc), q_ref=q_ref, status=sol.status)
+        self.stats["prepare_s"] += t1 - t0
+        self.stats["solve_s"] += t2 - t1
+        self.stats["decisions"] += 1
+        return MuscleCommand(sol.activation, force, torque)

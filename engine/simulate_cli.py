@@ -1,0 +1,194 @@
+"""`sinew simulate`: a take from clips, with its report and plots (CLI.md).
+
+engine/cli.py wires it in with `add_simulate_parser(subparsers)`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+EPILOG = """examples:
+  sinew simulate --clip walk.bvh:60 --fatigue-scale 0 --out walk_take/
+  sinew simulate --clip run.bvh:60 --clip walk.bvh:20 --fatigue-scale 50 --out run_walk/ --json
+  sinew simulate --clip ref.npz:30 --residual 0.5 --fps 24 --seed 3
+  sinew simulate --clip walk.bvh:10 --controller policy --policy P.npz   # needs the training work
+
+A clip is a BVH file (retargeted on the fly) or a reference .npz from `sinew retarget`;
+CLIP:SECONDS plays it (looping) for that long, default one pass. Clips play in order,
+cross-faded at each switch. Writes take.npz, report.json, report.md, activation.png
+(muscle activation heat map) and fatigue.png (M_F by muscle group).
+"""
+
+
+def _number(name: str, lo: float | None = None, positive: bool = False, integer: bool = False):
+    def parse(text: str):
+        try:
+            v = int(text) if integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be {'a whole number' if integer else 'a number'}, got {text!r}") from None
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"{name} must be finite, got {text}")
+        if positive and v <= 0:
+            raise argparse.ArgumentTypeError(f"{name} must be > 0, got {v:g}")
+        if lo is not None and v < lo:
+            raise argparse.ArgumentTypeError(f"{name} must be >= {lo:g}, got {v:g}")
+        return v
+
+    return parse
+
+
+def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "simulate", help="simulate a fatigued take from mocap clips (tracking controller)",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Track clips with the 284-muscle model: inverse dynamics, a muscle-coordination "
+        "solve inside the 3CC-r fatigue bounds, optional root residual forces. Muscles tire and "
+        "recover as the take plays; a take that falls or diverges is kept up to that point.")
+    p.add_argument("--clip", action="append", required=True, metavar="CLIP[:SECONDS]",
+                   help="a .bvh or reference .npz, optionally :SECONDS to play (looped); repeat to chain")
+    p.add_argument("--controller", choices=("tracking", "policy"), default="tracking",
+                   help="tracking (no training needed, default) or policy (a trained MuscleVAE policy)")
+    p.add_argument("--policy", default=None, help="policy .npz for --controller policy")
+    p.add_argument("--fatigue-scale", type=_number("--fatigue-scale", 0.0), default=1.0,
+                   help="multiplies the 3CC-r rates F and R (default 1; 0 = no fatigue; 50 as MuscleVAE's run-walk)")
+    p.add_argument("--residual", type=_number("--residual", 0.0), default=1.0,
+                   help="root residual strength: bound on the pelvis 'hand of god' force in body weights "
+                   "(and torque in body weight x 1 m); 0 = none (default 1)")
+    p.add_argument("--backend", choices=("mujoco", "ode"), default="mujoco", help="physics backend (default mujoco)")
+    p.add_argument("--seed", type=_number("--seed", 0, integer=True), default=0, help="random seed (default 0)")
+    p.add_argument("--fps", type=_number("--fps", positive=True), default=30.0,
+                   help="output frame rate: 24, 25, 30, 50, 60 or 120 (default 30)")
+    p.add_argument("--rig", default="human284", help="rig name or path (default: human284)")
+    p.add_argument("--out", default="take", help="output folder (default ./take)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
+    p.set_defaults(func=cmd_simulate)
+    return p
+
+
+def parse_clips(items) -> list[tuple[str, float | None]]:
+    from .control.plan import parse_clip_arg
+
+    return [parse_clip_arg(s) for s in items]
+
+
+def cmd_simulate(args) -> int:
+    from . import fatigue as fat
+    from .errors import InputFileError, ParameterError, SinewError
+    from .take import check_clips, check_fps
+
+    # everything checked before any work, one line each
+    clips = []
+    for path, seconds in parse_clips(args.clip):
+        p = Path(path)
+        if not p.is_file():
+            raise InputFileError(p, "clip file not found")
+        clips.append((path, seconds))
+    fps = check_fps(args.fps)
+    fatigue = fat.FatigueParams(scale=args.fatigue_scale).validate(1 / 120)
+    if args.controller == "policy":
+        if args.policy is None:
+            raise ParameterError("--policy", "--controller policy needs --policy P.npz")
+        if not Path(args.policy).is_file():
+            raise InputFileError(args.policy, "policy file not found")
+        try:
+            from .control import policy  # noqa: F401
+        except ImportError:
+            raise SinewError("the policy controller arrives with the training work (engine.control.policy "
+                             "is not installed yet); use --controller tracking") from None
+        raise SinewError("the policy controller is not wired into sinew simulate yet; use --controller tracking")
+    from .control import TrackingParams
+    from .control.plan import load_clip
+    from .rig import load_rig
+
+    rig = load_rig(args.rig)
+    params = TrackingParams(residual=args.residual).validate()
+    loaded = []
+    for path, seconds in clips:  # read/retarget the clips (fails fast on a bad file)
+        ref, _ = load_clip(rig, path)
+        loaded.append((ref, path, ref.seconds if seconds is None else seconds))
+    check_clips([(r, s) for r, _, s in loaded])
+    from .take import simulate
+
+    take = simulate(rig, [(r, s) for r, _, s in loaded], fatigue=fatigue, backend=args.backend,
+                    seed=int(args.seed), fps=fps, params=params)
+    for c, (_, path, _) in zip(take.meta["clips"], loaded):
+        c["source"] = str(path)
+    out = Path(args.out)
+    files = write_outputs(take, rig, out, plots=not args.no_plots)
+    s = dict(take.meta["summary"], out=str(out))
+    lines = report_lines(take, files)
+    if args.json:
+        for line in lines:
+            print(line, file=sys.stderr)
+        print(json.dumps(s))
+    else:
+        print("\n".join(lines))
+    return 0
+
+
+def write_outputs(take, rig, out: Path, plots: bool = True) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    files = [take.save(out / "take.npz")]
+    report = dict(summary=take.meta["summary"], meta={k: v for k, v in take.meta.items()
+                                                       if k not in ("muscle_names", "summary")})
+    (out / "report.json").write_text(json.dumps(report, indent=1))
+    files.append(out / "report.json")
+    if plots:
+        from .take_plots import activation_heatmap, fatigue_by_group
+
+        files.append(activation_heatmap(out / "activation.png", take, rig))
+        files.append(fatigue_by_group(out / "fatigue.png", take, rig))
+    (out / "report.md").write_text(report_markdown(take, files))
+    files.append(out / "report.md")
+    return files
+
+
+def report_lines(take, files) -> list[str]:
+    s = take.meta["summary"]
+    status = "complete"
+    if s["fell"] or s["diverged"]:
+        status = f"STOPPED: {take.meta['stop_reason']} (take kept up to {s['seconds']:.2f} s)"
+    clips = ", ".join(f"{c['name']} {c['seconds']:g} s" for c in take.meta["clips"])
+    return [
+        f"take        {s['seconds']:.2f} s of {s['planned_seconds']:.2f} s ({clips}); {status}",
+        f"speed       {s['realtime_factor']}x real time",
+        f"tracking    joint error {s['joint_err_deg_mean']:.2f} deg, root error {s['root_err_cm_mean']:.2f} cm (means)",
+        f"residual    strength {s['residual_strength']:g}: mean {s['residual_mean_N']:.1f} N "
+        f"({s['residual_mean_body_weights']:.3f} body weights), max {s['residual_max_N']:.0f} N, "
+        f"torque mean {s['residual_torque_mean_Nm']:.1f} N m",
+        "M_F mean    " + ", ".join(f"{g} {v:.3f}" for g, v in s["MF_mean_by_group"].items()),
+        "wrote       " + ", ".join(str(f) for f in files),
+    ]
+
+
+def report_markdown(take, files) -> str:
+    s, m = take.meta["summary"], take.meta
+    lines = ["# Sinew take", ""]
+    if s["fell"] or s["diverged"]:
+        lines += [f"**The take stopped early: {m['stop_reason']}.** It is kept up to {s['seconds']:.2f} s "
+                  f"of the planned {s['planned_seconds']:.2f} s.", ""]
+    lines += ["| clip | seconds |", "|---|---|"] + [f"| {c['source']} | {c['seconds']:g} |" for c in m["clips"]]
+    lines += ["", "| figure | value |", "|---|---|"]
+    for k in ("seconds", "realtime_factor", "joint_err_deg_mean", "root_err_cm_mean", "fell", "diverged",
+              "residual_strength", "residual_mean_N", "residual_max_N", "residual_torque_mean_Nm",
+              "residual_mean_body_weights"):
+        lines.append(f"| {k} | {s[k]} |")
+    for g, v in s["MF_mean_by_group"].items():
+        lines.append(f"| M_F mean, {g} | {v:.4f} |")
+    for g, v in s["MF_final_by_group"].items():
+        lines.append(f"| M_F final, {g} | {v:.4f} |")
+    lines += ["", f"Controller: {m['controller']}, backend {m['backend']}, fatigue scale "
+              f"{m['fatigue']['scale']:g} (F = {m['fatigue']['F']:g}, R = {m['fatigue']['R']:g}, r = {m['fatigue']['r']:g}), "
+              f"seed {m['seed']}, {m['fps']} fps.",
+              f"Per physics step: controller {s['step_ms']['controller_per_step']:.2f} ms (solve "
+              f"{s['step_ms']['solve_per_step']:.2f} ms), muscles + physics {s['step_ms']['muscles_and_physics_per_step']:.2f} ms.",
+              "", "The residual is a force and torque on the pelvis (OpenSim practice) that the muscles "
+              "and the ground could not supply; it is bounded by the residual strength and reported above.", ""]
+    for f in files:
+        if str(f).endswith(".png"):
+            lines.append(f"![{Path(f).stem}]({Path(f).name})")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,392 @@
+"""Takes: a simulated performance, sampled at the scene frame rate (DESIGN.md "Takes").
+
+    take = simulate(rig, [("run.bvh", 60), ("walk.bvh", 20)], fatigue=FatigueParams(scale=50))
+    take.save("out/take.npz"); take = load_take("out/take.npz")
+
+The physics runs at 120 Hz; a frame is kept whenever the scene clock (24/25/30/60 fps)
+passes a physics step, never by changing the step. A take that falls or diverges stops
+there and keeps what it had, saying so in `meta`. The same inputs and seed give the same
+take bit for bit (one thread, no randomness but the seeded generator).
+
+Saved as a plain .npz (no pickle) with a JSON `meta` string: format "sinew-take",
+version 1.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import time
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import fatigue as fat
+from .errors import InputFileError, ParameterError
+from .progress import Progress
+from .rig import GROUPS, Rig
+
+FORMAT = "sinew-take"
+FORMAT_VERSION = 1
+SCENE_FPS = (24, 25, 30, 50, 60, 120)
+FALL_ROOT_HEIGHT = 0.5  # m: the pelvis joint this low means the character is down
+
+# name -> (trailing shape with None for "any", dtype kind)
+_ARRAYS = {
+    "times": ((), "f"),
+    "body_pos": ((None, 3), "f"),
+    "body_quat": ((None, 4), "f"),
+    "q": ((None,), "f"),
+    "q_ref": ((None,), "f"),
+    "activation": ((None,), "f"),
+    "force": ((None,), "f"),
+    "MA": ((None,), "f"),
+    "MR": ((None,), "f"),
+    "MF": ((None,), "f"),
+    "residual_force": ((3,), "f"),
+    "residual_torque": ((3,), "f"),
+    "joint_err_deg": ((), "f"),
+    "root_err_cm": ((), "f"),
+    "segment": ((), "i"),
+}
+
+
+@dataclass
+class Take:
+    """Per output frame (N): times (N,), body_pos (N, B, 3) and body_quat (N, B, 4, w x y z)
+    body frames, q / q_ref (N, nq) simulated and reference generalised coordinates,
+    activation / force / MA / MR / MF (N, M) per muscle (force in N), residual_force /
+    residual_torque (N, 3) on the pelvis (world frame, N and N m), joint_err_deg (N,) mean
+    joint-angle error, root_err_cm (N,) root position error, segment (N,) index of the clip
+    playing. meta: parameters, seed, versions, clips, fell / diverged and when, summary."""
+
+    times: np.ndarray
+    body_pos: np.ndarray
+    body_quat: np.ndarray
+    q: np.ndarray
+    q_ref: np.ndarray
+    activation: np.ndarray
+    force: np.ndarray
+    MA: np.ndarray
+    MR: np.ndarray
+    MF: np.ndarray
+    residual_force: np.ndarray
+    residual_torque: np.ndarray
+    joint_err_deg: np.ndarray
+    root_err_cm: np.ndarray
+    segment: np.ndarray
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def num_frames(self) -> int:
+        return int(len(self.times))
+
+    @property
+    def fps(self) -> float:
+        return float(self.meta.get("fps", 30))
+
+    def save(self, path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays = {k: np.ascontiguousarray(getattr(self, k)) for k in _ARRAYS}
+        meta = dict(self.meta, format=FORMAT, version=FORMAT_VERSION)
+        with open(path, "wb") as f:
+            np.savez_compressed(f, meta=np.array(json.dumps(meta)), **arrays)
+        return path
+
+    def group_mean(self, key: str, rig: Rig) -> np.ndarray:
+        """f0-weighted mean of a per-muscle series (MA, MR, MF, activation) per muscle group,
+        (N, 5) in GROUPS order (MuscleVAE appendix B.4)."""
+        x = getattr(self, key).astype(np.float64)
+        out = np.empty((len(x), len(GROUPS)))
+        for g in range(len(GROUPS)):
+            idx = rig.muscle_group == g
+            w = rig.muscle_f0[idx] / rig.muscle_f0[idx].sum()
+            out[:, g] = x[:, idx] @ w
+        return out
+
+
+def load_take(path) -> Take:
+    """Read a take.npz; InputFileError naming the file on anything malformed."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(path, "take file not found")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        raise InputFileError(path, f"not a readable take .npz ({e})") from None
+    if "meta" not in data:
+        raise InputFileError(path, "missing 'meta' entry: not a Sinew take")
+    try:
+        meta = json.loads(str(data.pop("meta")))
+    except (json.JSONDecodeError, TypeError) as e:
+        raise InputFileError(path, f"'meta' is not valid JSON ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise InputFileError(path, f"not a Sinew take (format {got!r}, expected {FORMAT!r})")
+    if meta.get("version") != FORMAT_VERSION:
+        raise InputFileError(path, f"take format version {meta.get('version')!r} is not supported "
+                             f"(expected {FORMAT_VERSION})")
+    missing = [k for k in _ARRAYS if k not in data]
+    if missing:
+        raise InputFileError(path, f"missing arrays {missing}")
+    N = data["times"].shape[0] if data["times"].ndim == 1 else -1
+    if N < 0:
+        raise InputFileError(path, f"'times' must be 1-D, got shape {data['times'].shape}")
+    for k, (tail, kind) in _ARRAYS.items():
+        a = data[k]
+        if a.dtype.kind not in ("fi" if kind == "f" else "iu"):
+            raise InputFileError(path, f"array {k!r} has dtype {a.dtype}, expected {'floats' if kind == 'f' else 'integers'}")
+        ok = a.ndim == 1 + len(tail) and a.shape[0] == N and all(t is None or t == d for t, d in zip(tail, a.shape[1:]))
+        if not ok:
+            want = "(" + ", ".join(["N"] + ["*" if t is None else str(t) for t in tail]) + ")"
+            raise InputFileError(path, f"array {k!r} has shape {a.shape}, expected {want} with N={N}")
+        if kind == "f" and not np.all(np.isfinite(a)):
+            raise InputFileError(path, f"array {k!r} contains NaN or infinite values")
+    M = data["activation"].shape[1]
+    for k in ("force", "MA", "MR", "MF"):
+        if data[k].shape[1] != M:
+            raise InputFileError(path, f"array {k!r} has {data[k].shape[1]} muscles, activation has {M}")
+    if data["q"].shape != data["q_ref"].shape:
+        raise InputFileError(path, "q and q_ref differ in shape")
+    return Take(meta=meta, **data)
+
+
+# ---- simulate ---------------------------------------------------------------------------------
+def check_clips(clips) -> list[tuple[object, float]]:
+    """[(path or Reference, seconds)] checked before any work: files exist, durations are
+    positive and finite. One clear error per problem."""
+    from .motion.reference import Reference
+
+    if not clips:
+        raise ParameterError("clips", "give at least one clip (e.g. --clip walk.bvh:20)")
+    out = []
+    for i, item in enumerate(clips):
+        try:
+            src, seconds = item
+        except (TypeError, ValueError):
+            raise ParameterError("clips", f"entry {i} must be (clip, seconds), got {item!r}") from None
+        if not isinstance(src, Reference):
+            p = Path(src)
+            if not p.is_file():
+                raise InputFileError(p, "clip file not found")
+            if p.suffix.lower() not in (".bvh", ".npz"):
+                raise InputFileError(p, "unknown clip type: expected a .bvh file or a reference .npz")
+        try:
+            seconds = float(seconds)
+        except (TypeError, ValueError):
+            raise ParameterError("seconds", f"clip {i + 1}: duration {seconds!r} is not a number") from None
+        if not (np.isfinite(seconds) and seconds > 0):
+            raise ParameterError("seconds", f"clip {i + 1}: duration must be > 0 seconds, got {seconds:g}")
+        if seconds > 24 * 3600:
+            raise ParameterError("seconds", f"clip {i + 1}: {seconds:g} s is more than a day")
+        out.append((src, seconds))
+    return out
+
+
+def check_fps(fps) -> int:
+    try:
+        f = float(fps)
+    except (TypeError, ValueError):
+        raise ParameterError("fps", f"{fps!r} is not a number") from None
+    if f not in SCENE_FPS:
+        raise ParameterError("fps", f"{fps!r}: choose one of {', '.join(map(str, SCENE_FPS))} (a divisor "
+                             "of the 120 Hz physics rate or a common scene rate)")
+    return int(f)
+
+
+def _versions() -> dict:
+    import mujoco
+    import scipy
+
+    v = dict(python=platform.python_version(), numpy=np.__version__, scipy=scipy.__version__,
+             mujoco=mujoco.__version__)
+    try:
+        import daqp  # noqa: F401
+        from importlib.metadata import version
+
+        v["daqp"] = version("daqp")
+    except Exception:
+        pass
+    try:
+        from importlib.metadata import version
+
+        v["sinew"] = version("sinew")
+    except Exception:
+        v["sinew"] = "dev"
+    return v
+
+
+def joint_errors_deg(rig: Rig, diff: np.ndarray) -> float:
+    """Mean joint-angle error (deg) over the non-root joints, from a velocity-space
+    difference (rotation vectors for ball joints, angles for hinges)."""
+    start = rig.dof_start
+    angles = [np.linalg.norm(diff[start[b]:start[b + 1]]) for b in range(1, rig.num_bodies)]
+    return float(np.degrees(np.mean(angles)))
+
+
+def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.FatigueParams | None = None,
+             backend: str = "mujoco", seed: int = 0, fps: int = 30, params=None, policy=None,
+             label: str = "simulating", blend: float = 0.4) -> Take:
+    """Simulate a take of clips [(path or Reference, seconds), ...] played in order (each
+    looped for its duration, cross-faded into the next) under a controller; see Take."""
+    from .control.plan import MotionPlan, load_clip
+    from .control.tracking import TrackingController, TrackingParams
+    from .simulation import Recording, Simulation, SimulationDiverged
+
+    clips = check_clips(clips)
+    fps = check_fps(fps)
+    if not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ParameterError("seed", f"must be a whole number >= 0, got {seed!r}")
+    fatigue = fatigue or fat.FatigueParams()
+    if controller not in ("tracking", "policy"):
+        raise ParameterError("controller", f"{controller!r}: choose tracking or policy")
+    if controller == "policy":
+        from .errors import SinewError
+
+        try:
+            from .control import policy as policy_mod  # noqa: F401 (arrives with the training work)
+        except ImportError:
+            raise SinewError("the policy controller arrives with the training work (engine.control.policy "
+                             "is not installed); use --controller tracking") from None
+        raise SinewError("the policy controller is not wired into takes yet; use --controller tracking")
+    params = params or TrackingParams()
+    refs = []
+    for src, seconds in clips:
+        ref, name = load_clip(rig, src)
+        refs.append((ref, seconds, name))
+    plan = MotionPlan(rig, refs, blend=blend)
+    sim = Simulation(rig, backend, fatigue=fatigue)
+    q0, v0, _ = plan.sample(0)
+    sim.physics.set_q(q0, v0)
+    low = sim.physics.lowest_point()
+    if low < 0:  # the reference's feet dip below the floor by a few mm: start just above
+        q0 = q0.copy()
+        q0[2] += 0.001 - low
+        sim.physics.set_q(q0, v0)
+    sim.state = sim.physics.body_state()
+    ctrl = TrackingController(sim, plan, params)
+    rng = np.random.default_rng(seed)  # reserved for stochastic controllers; tracking is deterministic
+    del rng
+
+    n = plan.total_steps
+    frame_steps = np.unique(np.round(np.arange(0, n / 120.0 + 1e-9, 1.0 / fps) * 120).astype(int))
+    frame_steps = frame_steps[frame_steps <= n]
+    rec = {k: [] for k in _ARRAYS}
+    from .transforms import matrix_to_quat
+
+    def record(res_MA, res_MR, res_MF, activation, force):
+        q, _ = sim.physics.get_q()
+        q_ref = plan.sample(sim.steps)[0]
+        diff = plan.space.diff(q, q_ref)
+        s = sim.state
+        rec["times"].append(sim.time)
+        rec["body_pos"].append(s.pos)
+        rec["body_quat"].append(matrix_to_quat(s.rot))
+        rec["q"].append(q)
+        rec["q_ref"].append(q_ref)
+        rec["activation"].append(activation.astype(np.float32))
+        rec["force"].append(force.astype(np.float32))
+        rec["MA"].append(res_MA.astype(np.float32))
+        rec["MR"].append(res_MR.astype(np.float32))
+        rec["MF"].append(res_MF.astype(np.float32))
+        rec["residual_force"].append(sim.residual_force.copy())
+        rec["residual_torque"].append(sim.residual_torque.copy())
+        rec["joint_err_deg"].append(joint_errors_deg(rig, diff))
+        rec["root_err_cm"].append(100.0 * float(np.linalg.norm(q[:3] - q_ref[:3])))
+        rec["segment"].append(plan.segment_index(sim.steps))
+        return q
+
+    _EMPTY = Recording()
+    zeros = np.zeros(rig.num_muscles)
+    record(sim.fatigue.MA, sim.fatigue.MR, sim.fatigue.MF, zeros, zeros)
+    next_frame = 1
+    fell = diverged = False
+    stop_time = None
+    reason = ""
+    t_ctrl = t_step = 0.0
+    wall0 = time.perf_counter()
+    clock = time.perf_counter
+    cmd = None
+    with Progress(label, n) as bar:
+        try:
+            for i in range(n):
+                if cmd is None or sim.steps % ctrl.period == 0:
+                    t0 = clock()
+                    cmd = ctrl.act(sim, sim.state)
+                    t_ctrl += clock() - t0
+                t0 = clock()
+                res = sim.step(cmd)
+                t_step += clock() - t0
+                sim._check(_EMPTY)
+                if next_frame < len(frame_steps) and sim.steps == frame_steps[next_frame]:
+                    q = record(res.fatigue.MA, res.fatigue.MR, res.fatigue.MF, res.activation, res.force)
+                    next_frame += 1
+                    if q[2] < FALL_ROOT_HEIGHT:
+                        fell, stop_time = True, sim.time
+                        reason = f"fell at t = {sim.time:.2f} s (pelvis {q[2]:.2f} m above the floor)"
+                        break
+                bar.update(i)
+        except SimulationDiverged as e:
+            diverged, stop_time, reason = True, sim.time, str(e)
+    wall = clock() - wall0
+    arrays = {k: np.asarray(v) for k, v in rec.items()}
+    arrays["segment"] = arrays["segment"].astype(np.int32)
+    sim_seconds = sim.time
+    meta = dict(
+        fps=fps, seed=int(seed), controller=controller, backend=backend, rig=rig.name,
+        clips=[dict(name=name, seconds=float(sec), frames=int(ref.num_frames),
+                    source=str(src) if not hasattr(src, "meta") else name)
+               for (ref, sec, name), (src, _) in zip(refs, clips)],
+        fatigue=asdict(fatigue), tracking=_params_dict(params), blend_s=blend,
+        segments=[dict(label=s.label, start_s=s.start / 120.0, seconds=s.steps / 120.0, phase_frame=s.phase)
+                  for s in plan.segments],
+        planned_seconds=n / 120.0, simulated_seconds=sim_seconds,
+        fell=fell, diverged=diverged, stopped_at_s=stop_time, stop_reason=reason,
+        versions=_versions(), muscle_names=list(rig.muscle_names), groups=list(GROUPS),
+        timing=dict(wall_s=wall, controller_s=t_ctrl, prepare_s=ctrl.stats["prepare_s"],
+                    solve_s=ctrl.stats["solve_s"], muscles_and_physics_s=t_step,
+                    decisions=ctrl.stats["decisions"], steps=sim.steps),
+    )
+    take = Take(meta=meta, **arrays)
+    take.meta["summary"] = summarize(take, rig)
+    return take
+
+
+def _params_dict(params) -> dict:
+    d = asdict(params)
+    return json.loads(json.dumps(d, default=float))
+
+
+def summarize(take: Take, rig: Rig) -> dict:
+    """The figures `sinew simulate --json` prints."""
+    m = take.meta
+    t = m["timing"]
+    sim_s = float(m["simulated_seconds"])
+    skip = take.times > 0  # frame 0 is the start pose
+    mf = take.group_mean("MF", rig)
+    rf = np.linalg.norm(take.residual_force, axis=1)
+    rt = np.linalg.norm(take.residual_torque, axis=1)
+    return dict(
+        seconds=round(sim_s, 4),
+        planned_seconds=m["planned_seconds"],
+        realtime_factor=round(sim_s / t["wall_s"], 3) if t["wall_s"] > 0 else None,
+        joint_err_deg_mean=round(float(take.joint_err_deg[skip].mean()), 3) if skip.any() else 0.0,
+        root_err_cm_mean=round(float(take.root_err_cm[skip].mean()), 3) if skip.any() else 0.0,
+        fell=bool(m["fell"]), diverged=bool(m["diverged"]), stopped_at_s=m["stopped_at_s"],
+        residual_strength=m["tracking"]["residual"],
+        residual_mean_N=round(float(rf[skip].mean()), 3) if skip.any() else 0.0,
+        residual_max_N=round(float(rf.max()), 3),
+        residual_torque_mean_Nm=round(float(rt[skip].mean()), 3) if skip.any() else 0.0,
+        residual_mean_body_weights=round(float(rf[skip].mean()) / (rig.mass_kg * 9.81), 4) if skip.any() else 0.0,
+        MF_mean_by_group={g: round(float(mf[:, i].mean()), 5) for i, g in enumerate(GROUPS)},
+        MF_final_by_group={g: round(float(mf[-1, i]), 5) for i, g in enumerate(GROUPS)},
+        frames=take.num_frames, fps=m["fps"],
+        step_ms=dict(
+            controller_per_step=round(1e3 * t["controller_s"] / max(t["steps"], 1), 4),
+            solve_per_step=round(1e3 * t["solve_s"] / max(t["steps"], 1), 4),
+            muscles_and_physics_per_step=round(1e3 * t["muscles_and_physics_s"] / max(t["steps"], 1), 4),
+        ),
+    )

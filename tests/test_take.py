@@ -1,0 +1,162 @@
+"""Takes: determinism, the file format, checks before work, stopping on a fall, the CLI."""
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from engine import fatigue as fat
+from engine.errors import InputFileError, ParameterError, SinewError
+
+from .conftest import MASS
+
+WALK = MASS / "motion" / "walk.bvh"
+
+
+@pytest.fixture(scope="module")
+def short_takes(rig):
+    from engine.take import simulate
+
+    a = simulate(rig, [(WALK, 0.6), (WALK, 0.4)], fatigue=fat.FatigueParams(scale=50), seed=3, fps=30)
+    b = simulate(rig, [(WALK, 0.6), (WALK, 0.4)], fatigue=fat.FatigueParams(scale=50), seed=3, fps=30)
+    return a, b
+
+
+def test_same_inputs_and_seed_give_the_same_take_bit_for_bit(short_takes):
+    a, b = short_takes
+    from engine.take import _ARRAYS
+
+    for k in _ARRAYS:
+        assert np.array_equal(getattr(a, k), getattr(b, k)), k
+    assert a.activation.max() > 0.05  # something happened
+    assert a.meta["summary"]["joint_err_deg_mean"] == b.meta["summary"]["joint_err_deg_mean"]
+
+
+def test_take_frames_at_the_scene_rate(short_takes):
+    a, _ = short_takes
+    assert a.num_frames == 31  # 0 .. 1.0 s at 30 fps
+    assert np.allclose(np.diff(a.times), 1 / 30)
+    assert a.body_pos.shape == (31, 23, 3) and a.body_quat.shape == (31, 23, 4)
+    assert a.MF.shape == (31, 284) and a.residual_force.shape == (31, 3)
+    assert np.allclose(a.MA + a.MR + a.MF, 1.0, atol=1e-5)
+    assert list(np.unique(a.segment)) == [0, 1]
+    assert a.meta["fatigue"]["scale"] == 50 and a.meta["seed"] == 3
+    assert "mujoco" in a.meta["versions"]
+
+
+def test_save_and_load_round_trip(short_takes, tmp_path):
+    from engine.take import load_take
+
+    a, _ = short_takes
+    p = a.save(tmp_path / "take.npz")
+    b = load_take(p)
+    assert np.array_equal(a.q, b.q) and np.array_equal(a.MF, b.MF)
+    assert b.meta["format"] == "sinew-take" and b.meta["version"] == 1
+    with np.load(p, allow_pickle=False) as z:  # plain arrays, no pickle
+        assert "meta" in z.files
+
+
+def test_load_take_refuses_malformed_files(short_takes, tmp_path):
+    from engine.take import load_take
+
+    a, _ = short_takes
+    with pytest.raises(InputFileError, match="not found"):
+        load_take(tmp_path / "none.npz")
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    with pytest.raises(InputFileError, match="junk.npz"):
+        load_take(tmp_path / "junk.npz")
+    p = a.save(tmp_path / "t.npz")
+    with np.load(p) as z:
+        data = {k: z[k] for k in z.files}
+    meta = json.loads(str(data["meta"]))
+    for change, match in [
+        (lambda d: d.update(meta=np.array(json.dumps(dict(meta, version=99)))), "version"),
+        (lambda d: d.update(meta=np.array(json.dumps(dict(meta, format="other")))), "not a Sinew take"),
+        (lambda d: d.pop("MF"), "missing"),
+        (lambda d: d.update(MF=d["MF"][:, :10]), "MF"),
+        (lambda d: d.update(q=np.full_like(d["q"], np.nan)), "NaN"),
+    ]:
+        bad = dict(data)
+        change(bad)
+        path = tmp_path / "bad.npz"
+        with open(path, "wb") as f:
+            np.savez(f, **bad)
+        with pytest.raises(InputFileError, match=match):
+            load_take(path)
+
+
+def test_clips_and_parameters_are_checked_before_any_work(rig, tmp_path):
+    from engine.take import check_clips, check_fps, simulate
+
+    with pytest.raises(InputFileError, match="nope.bvh"):
+        check_clips([(tmp_path / "nope.bvh", 10)])
+    with pytest.raises(ParameterError, match="duration"):
+        check_clips([(WALK, 0)])
+    with pytest.raises(ParameterError, match="duration"):
+        check_clips([(WALK, float("nan"))])
+    with pytest.raises(ParameterError, match="fps"):
+        check_fps(29)
+    (tmp_path / "x.txt").write_text("hi")
+    with pytest.raises(InputFileError, match="clip type"):
+        check_clips([(tmp_path / "x.txt", 1)])
+    with pytest.raises(ParameterError, match="seed"):
+        simulate(rig, [(WALK, 1)], seed=-1)
+    with pytest.raises(SinewError, match="policy controller"):
+        simulate(rig, [(WALK, 1)], controller="policy")
+
+
+def test_a_take_that_falls_is_kept_up_to_that_point(rig, monkeypatch):
+    import engine.take as take_mod
+
+    monkeypatch.setattr(take_mod, "FALL_ROOT_HEIGHT", 5.0)  # every pose counts as fallen
+    t = take_mod.simulate(rig, [(WALK, 2.0)], fatigue=fat.FatigueParams(scale=0))
+    assert t.meta["fell"] and t.meta["summary"]["fell"]
+    assert t.num_frames == 2 and t.meta["stopped_at_s"] == pytest.approx(1 / 30)
+    assert "fell" in t.meta["stop_reason"]
+
+
+def _parser():
+    from engine.simulate_cli import add_simulate_parser
+
+    ap = argparse.ArgumentParser(prog="sinew")
+    sub = ap.add_subparsers(dest="command")
+    add_simulate_parser(sub)
+    return ap, sub
+
+
+def test_cli_help_has_examples():
+    ap, sub = _parser()
+    text = sub.choices["simulate"].format_help()
+    assert "examples:" in text and "--clip run.bvh:60 --clip walk.bvh:20" in text
+
+
+def test_cli_refuses_bad_input_with_one_line(tmp_path):
+    from engine.control.plan import parse_clip_arg
+
+    assert parse_clip_arg("walk.bvh:20") == ("walk.bvh", 20.0)
+    assert parse_clip_arg("walk.bvh") == ("walk.bvh", None)
+    assert parse_clip_arg("C:\\clips\\walk.bvh") == ("C:\\clips\\walk.bvh", None)
+    ap, _ = _parser()
+    args = ap.parse_args(["simulate", "--clip", str(tmp_path / "missing.bvh:10"), "--out", str(tmp_path)])
+    with pytest.raises(InputFileError, match="missing.bvh"):
+        args.func(args)
+    args = ap.parse_args(["simulate", "--clip", f"{WALK}:10", "--fps", "29", "--out", str(tmp_path)])
+    with pytest.raises(ParameterError, match="fps"):
+        args.func(args)
+    args = ap.parse_args(["simulate", "--clip", f"{WALK}:10", "--controller", "policy", "--policy",
+                          str(WALK), "--out", str(tmp_path)])
+    with pytest.raises(SinewError, match="policy controller"):
+        args.func(args)
+
+
+def test_cli_writes_take_report_and_plots(tmp_path, capsys):
+    ap, _ = _parser()
+    out = tmp_path / "o"
+    args = ap.parse_args(["simulate", "--clip", f"{WALK}:0.5", "--fatigue-scale", "50", "--out", str(out), "--json"])
+    assert args.func(args) == 0
+    s = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for k in ("seconds", "realtime_factor", "joint_err_deg_mean", "root_err_cm_mean", "fell", "residual_mean_N",
+              "MF_mean_by_group"):
+        assert k in s
+    for f in ("take.npz", "report.json", "report.md", "activation.png", "fatigue.png"):
+        assert (out / f).is_file() and (out / f).stat().st_size > 100
