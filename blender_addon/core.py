@@ -131,7 +131,9 @@ def retarget_to_model(context, arm, prefs=None) -> dict:
 
 # ---- clips and simulation ------------------------------------------------------------------
 def scene_fps(scene) -> float:
-    return scene.render.fps / scene.render.fps_base
+    """The scene's frame rate; 120 / 1.0000004 (what importers write) counts as 120."""
+    fps = scene.render.fps / scene.render.fps_base
+    return float(round(fps)) if abs(fps - round(fps)) < 1e-3 else fps
 
 
 def action_reference(context, arm, frame_start: int, frame_end: int):

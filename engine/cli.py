@@ -236,6 +236,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     p.set_defaults(func=cmd_bench)
 
+    try:  # training sits beside the engine (it depends on the engine, not the other way round)
+        from training.commands import add_export_parser, add_train_parser
+    except ImportError:  # e.g. inside the Blender extension, which ships without training
+        pass
+    else:
+        add_train_parser(sub)
+        add_export_parser(sub)
     add_bake_parser(sub)
     return ap
 

@@ -14,7 +14,7 @@ EPILOG = """examples:
   sinew simulate --clip walk.bvh:60 --fatigue-scale 0 --out walk_take/
   sinew simulate --clip run.bvh:60 --clip walk.bvh:20 --fatigue-scale 50 --out run_walk/ --json
   sinew simulate --clip ref.npz:30 --residual 0.5 --fps 24 --seed 3
-  sinew simulate --clip walk.bvh:10 --controller policy --policy P.npz   # needs the training work
+  sinew simulate --clip walk.bvh:10 --controller policy --policy walk_policy.npz
 
 A clip is a BVH file (retargeted on the fly) or a reference .npz from `sinew retarget`;
 CLIP:SECONDS plays it (looping) for that long, default one pass. Clips play in order,
@@ -77,7 +77,7 @@ def parse_clips(items) -> list[tuple[str, float | None]]:
 
 def cmd_simulate(args) -> int:
     from . import fatigue as fat
-    from .errors import InputFileError, ParameterError, SinewError
+    from .errors import InputFileError, ParameterError
     from .take import check_clips, check_fps
 
     # everything checked before any work, one line each
@@ -94,12 +94,6 @@ def cmd_simulate(args) -> int:
             raise ParameterError("--policy", "--controller policy needs --policy P.npz")
         if not Path(args.policy).is_file():
             raise InputFileError(args.policy, "policy file not found")
-        try:
-            from .control import policy  # noqa: F401
-        except ImportError:
-            raise SinewError("the policy controller arrives with the training work (engine.control.policy "
-                             "is not installed yet); use --controller tracking") from None
-        raise SinewError("the policy controller is not wired into sinew simulate yet; use --controller tracking")
     from .control import TrackingParams
     from .control.plan import load_clip
     from .rig import load_rig
@@ -113,8 +107,13 @@ def cmd_simulate(args) -> int:
     check_clips([(r, s) for r, _, s in loaded])
     from .take import simulate
 
-    take = simulate(rig, [(r, s) for r, _, s in loaded], fatigue=fatigue, backend=args.backend,
-                    seed=int(args.seed), fps=fps, params=params)
+    policy = None
+    if args.controller == "policy":
+        from .control.policy import load_policy
+
+        policy = load_policy(args.policy, rig)  # refuses another rig, version or a broken file
+    take = simulate(rig, [(r, s) for r, _, s in loaded], controller=args.controller, fatigue=fatigue,
+                    backend=args.backend, seed=int(args.seed), fps=fps, params=params, policy=policy)
     for c, (_, path, _) in zip(take.meta["clips"], loaded):
         c["source"] = str(path)
     out = Path(args.out)

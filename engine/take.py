@@ -243,22 +243,23 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     fatigue = fatigue or fat.FatigueParams()
     if controller not in ("tracking", "policy"):
         raise ParameterError("controller", f"{controller!r}: choose tracking or policy")
-    if controller == "policy":
-        from .errors import SinewError
-
-        try:
-            from .control import policy as policy_mod  # noqa: F401 (arrives with the training work)
-        except ImportError:
-            raise SinewError("the policy controller arrives with the training work (engine.control.policy "
-                             "is not installed); use --controller tracking") from None
-        raise SinewError("the policy controller is not wired into takes yet; use --controller tracking")
+    if controller == "policy" and policy is None:
+        raise ParameterError("policy", "controller 'policy' needs a policy file (sinew export-policy)")
     params = params or TrackingParams()
     refs = []
     for src, seconds in clips:
         ref, name = load_clip(rig, src)
         refs.append((ref, seconds, name))
     plan = MotionPlan(rig, refs, blend=blend)
-    sim = Simulation(rig, backend, fatigue=fatigue)
+    gains = None
+    if controller == "policy":
+        from .control.policy import PolicyController, load_policy
+        from .muscle_step import PDGains
+
+        policy = load_policy(policy, rig) if not hasattr(policy, "meta") else policy
+        # The muscles must respond as they did in training.
+        gains = PDGains.for_rig(rig, policy.meta["stiffness"], policy.meta["damping"])
+    sim = Simulation(rig, backend, fatigue=fatigue, gains=gains)
     q0, v0, _ = plan.sample(0)
     sim.physics.set_q(q0, v0)
     low = sim.physics.lowest_point()
@@ -267,9 +268,11 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         q0[2] += 0.001 - low
         sim.physics.set_q(q0, v0)
     sim.state = sim.physics.body_state()
-    ctrl = TrackingController(sim, plan, params)
-    rng = np.random.default_rng(seed)  # reserved for stochastic controllers; tracking is deterministic
-    del rng
+    if controller == "policy":
+        # The posterior tracks the first clip (looped); later clips of a chain are not followed.
+        ctrl = PolicyController(policy, rig, mode="track", reference=refs[0][0], seed=int(seed))
+    else:
+        ctrl = TrackingController(sim, plan, params)
 
     n = plan.total_steps
     frame_steps = np.unique(np.round(np.arange(0, n / 120.0 + 1e-9, 1.0 / fps) * 120).astype(int))
@@ -346,9 +349,10 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         planned_seconds=n / 120.0, simulated_seconds=sim_seconds,
         fell=fell, diverged=diverged, stopped_at_s=stop_time, stop_reason=reason,
         versions=_versions(), muscle_names=list(rig.muscle_names), groups=list(GROUPS),
-        timing=dict(wall_s=wall, controller_s=t_ctrl, prepare_s=ctrl.stats["prepare_s"],
-                    solve_s=ctrl.stats["solve_s"], muscles_and_physics_s=t_step,
-                    decisions=ctrl.stats["decisions"], steps=sim.steps),
+        timing=dict(wall_s=wall, controller_s=t_ctrl, prepare_s=getattr(ctrl, "stats", {}).get("prepare_s", 0.0),
+                    solve_s=getattr(ctrl, "stats", {}).get("solve_s", 0.0), muscles_and_physics_s=t_step,
+                    decisions=getattr(ctrl, "stats", {}).get("decisions", (sim.steps + ctrl.period - 1) // ctrl.period),
+                    steps=sim.steps),
     )
     take = Take(meta=meta, **arrays)
     take.meta["summary"] = summarize(take, rig)

@@ -180,7 +180,9 @@ def test_drop_comes_to_rest(prig, name):
     # boxes overlap (ODE) lets it dip up to that far for one step; MuJoCo's speculative
     # contacts catch it earlier. No sinking at rest.
     assert low.min() > (-0.03 if name == "mujoco" else -0.05)
-    assert low[-120:].min() > -0.01  # resting: no sinking
+    # Resting: no sinking. MuJoCo's contacts are soft (default solref 0.02 s), so the body
+    # lying on a few box edges settles up to ~1 cm into the floor; ODE's stay within mm.
+    assert low[-120:].min() > (-0.015 if name == "mujoco" else -0.01)
     assert be.kinetic_energy() < 0.05
     assert rise < 1.0  # total energy ~464 J is dissipated; it never grows by more than 1 J
     assert be.contacts().sum() > 0

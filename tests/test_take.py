@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engine import fatigue as fat
-from engine.errors import InputFileError, ParameterError, SinewError
+from engine.errors import InputFileError, ParameterError
 
 from .conftest import MASS
 
@@ -101,8 +101,10 @@ def test_clips_and_parameters_are_checked_before_any_work(rig, tmp_path):
         check_clips([(tmp_path / "x.txt", 1)])
     with pytest.raises(ParameterError, match="seed"):
         simulate(rig, [(WALK, 1)], seed=-1)
-    with pytest.raises(SinewError, match="policy controller"):
+    with pytest.raises(ParameterError, match="policy file"):
         simulate(rig, [(WALK, 1)], controller="policy")
+    with pytest.raises(InputFileError, match="walk.bvh"):  # not a policy file
+        simulate(rig, [(WALK, 1)], controller="policy", policy=WALK)
 
 
 def test_a_take_that_falls_is_kept_up_to_that_point(rig, monkeypatch):
@@ -145,7 +147,7 @@ def test_cli_refuses_bad_input_with_one_line(tmp_path):
         args.func(args)
     args = ap.parse_args(["simulate", "--clip", f"{WALK}:10", "--controller", "policy", "--policy",
                           str(WALK), "--out", str(tmp_path)])
-    with pytest.raises(SinewError, match="policy controller"):
+    with pytest.raises(InputFileError, match="not a readable policy"):
         args.func(args)
 
 

@@ -50,7 +50,12 @@ class TrackingParams:
     kd: float = 40.0  # 1/s on velocity errors (critically damped)
     period: int = 1  # physics steps per decision (1 = 120 Hz; 2 and 4 lost the walk, see report)
     residual: float = 1.0  # residual strength: bound on the root residual in body weights
-    contact_margin: float = 0.015  # m: contacts nearer than this may carry load
+    # m: box corners nearer the floor than this may carry load in the plan. Small, not 15 mm:
+    # with 15 mm the plan hands load to corners that are not touching yet (a heel or toe
+    # edge still 1 cm up), the muscles are set for a ground force that never comes, and the
+    # walk stumbles. Measured on the fresh walk (20 s) with the corrected foot boxes:
+    # 2 mm 5.70 deg / 0.49 cm, 4 mm 5.91 deg / 0.52 cm, 8 mm and 15 mm fall apart at once.
+    contact_margin: float = 0.002
     weights: CoordinationWeights = field(default_factory=lambda: CoordinationWeights(activation=0.01))
 
     def validate(self) -> "TrackingParams":

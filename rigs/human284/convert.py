@@ -79,7 +79,9 @@ def read_skeleton(path: Path) -> list[dict]:
                 name=node.get("name"),
                 parent=node.get("parent"),
                 mass=float(b.get("mass")),
-                size=_vec(b.get("size")),
+                # The body frame turns with the world (R_zup = C R C^T), so the box's local axes
+                # turn too: local (x, y, z) -> (x, -z, y), and its extents follow.
+                size=np.abs(C) @ _vec(b.get("size")),
                 contact=b.get("contact") == "On",
                 obj=b.get("obj"),
                 rot=C @ _vec(bt.get("linear")).reshape(3, 3) @ C.T,

@@ -1,0 +1,160 @@
+"""Training (torch): the torch muscle step equals the engine's, the numpy policy equals the
+torch policy, resume is exact, and the tiny config runs train -> export -> simulate."""
+import csv
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from engine import fatigue as fat  # noqa: E402
+from engine.muscle_step import MuscleSystem  # noqa: E402
+from engine.physics.base import q_to_state  # noqa: E402
+
+from .conftest import MASS, REPO  # noqa: E402
+
+WALK = MASS / "motion" / "walk.bvh"
+
+
+@pytest.fixture(scope="module")
+def walk(rig):
+    from engine.motion import retarget_file
+
+    return retarget_file(WALK, rig)[0]
+
+
+def _random_state(rig, ref, rng, k):
+    qvel = ref.qvel[k] + 0.5 * rng.standard_normal(ref.qvel.shape[1])
+    st = q_to_state(rig, ref.q[k], qvel)
+    MA = rng.uniform(0, 0.6, rig.num_muscles)
+    MF = rng.uniform(0, 0.4, rig.num_muscles)
+    return st, fat.FatigueState(MA, 1 - MA - MF, MF)
+
+
+def test_torch_muscle_step_matches_numpy(rig, walk):
+    from training.torch_muscle import TorchMuscleSystem
+
+    rng = np.random.default_rng(3)
+    params = fat.FatigueParams(scale=20.0)
+    ms = MuscleSystem(rig, params)
+    tm = TorchMuscleSystem(rig, params, dtype=torch.float64)
+    T = torch.as_tensor
+    for k in (0, 40, 90):
+        st, f = _random_state(rig, walk, rng, k)
+        a = rng.uniform(-0.4, 0.4, rig.num_muscles)
+        r = ms.step(st.rot, st.pos, st.linvel, st.angvel, a, f)
+        q = tm.step(T(st.rot), T(st.pos), T(st.linvel), T(st.angvel), T(a), T(f.MA), T(f.MR), T(f.MF))
+        pairs = dict(length=(r.length, q.length), rate=(r.length_rate, q.length_rate),
+                     activation=(r.activation, q.activation), force=(r.force, q.force),
+                     body_force=(r.body_force, q.body_force), body_torque=(r.body_torque, q.body_torque),
+                     MA=(r.fatigue.MA, q.MA), MR=(r.fatigue.MR, q.MR), MF=(r.fatigue.MF, q.MF))
+        for name, (x, y) in pairs.items():
+            scale = max(1.0, float(np.abs(x).max()))
+            assert np.abs(x - y.numpy()).max() <= 1e-6 * scale, name
+    # batched: the same values per sample
+    sts = [_random_state(rig, walk, rng, k) for k in (5, 50)]
+    stack = lambda f: T(np.stack([f(s) for s in sts]))
+    a = np.zeros((2, rig.num_muscles))
+    q = tm.step(stack(lambda s: s[0].rot), stack(lambda s: s[0].pos), stack(lambda s: s[0].linvel),
+                stack(lambda s: s[0].angvel), T(a), stack(lambda s: s[1].MA), stack(lambda s: s[1].MR),
+                stack(lambda s: s[1].MF))
+    r = ms.step(sts[1][0].rot, sts[1][0].pos, sts[1][0].linvel, sts[1][0].angvel, a[1], sts[1][1])
+    assert np.allclose(q.body_torque[1].numpy(), r.body_torque, atol=1e-6 * np.abs(r.body_torque).max())
+
+
+def _tiny(**changes):
+    from training.config import load_config
+
+    cfg = load_config("tiny")
+    cfg.task = None
+    for k, v in changes.items():
+        setattr(cfg, k, v)
+    return cfg
+
+
+def _rows(run):
+    from training.trainer import read_log
+
+    return [r for r in read_log(run / "log.csv") if np.isnan(r["task_loss"])]
+
+
+def test_resume_continues_identically(tmp_path):
+    from training.trainer import Trainer
+
+    keys = ("wm_loss", "vae_loss", "rec", "kl", "act", "wm_err8_cm", "train_track_err_cm", "samples_total")
+    a = Trainer(_tiny(workers=0, eval_every=0, iterations=3), tmp_path / "a")
+    a.train(3)
+    b = Trainer(_tiny(workers=0, eval_every=0, iterations=3), tmp_path / "b")
+    b.train(2)
+    b2 = Trainer.resume(tmp_path / "b")
+    assert b2.iteration == 2
+    b2.train(3)
+    ra, rb = _rows(tmp_path / "a"), _rows(tmp_path / "b")
+    assert [r["iteration"] for r in rb] == [1, 2, 3]
+    for x, y in zip(ra, rb):
+        for k in keys:
+            assert x[k] == y[k] or (np.isnan(x[k]) and np.isnan(y[k])), (x["iteration"], k, x[k], y[k])
+
+
+def test_checkpoint_refuses_other_files(tmp_path):
+    from engine.errors import InputFileError
+    from training.trainer import load_checkpoint
+
+    (tmp_path / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(InputFileError, match="not a readable training checkpoint"):
+        load_checkpoint(tmp_path)
+    with pytest.raises(InputFileError, match="no checkpoint"):
+        load_checkpoint(tmp_path / "missing")
+
+
+def test_config_refuses_unknown_keys(tmp_path):
+    from engine.errors import InputFileError
+    from training.config import load_config
+
+    p = tmp_path / "c.toml"
+    p.write_text('clips = ["${shared_motion}/walk.bvh"]\nlearning_rate = 3\n')
+    with pytest.raises(InputFileError, match="learning_rate"):
+        load_config(p)
+
+
+def test_tiny_train_export_simulate(tmp_path, rig):
+    """The CI cycle: `sinew train` (tiny, 2 worker processes, with the heading task) ->
+    `sinew export-policy` -> PolicyController in the engine's Simulation, every mode."""
+    from engine.control.policy import PolicyController, load_policy
+    from engine.motion import retarget_file
+    from engine.simulation import Simulation
+
+    run, pol = tmp_path / "run", tmp_path / "policy.npz"
+    env = dict(__import__("os").environ, OPENBLAS_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "training.commands"]
+    out = subprocess.run(cmd + ["train", "--config", "tiny", "--out", str(run), "--json"], cwd=REPO,
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr
+    s = json.loads(out.stdout.strip().splitlines()[-1])
+    assert s["iterations"] == 2 and s["task_iterations"] == 2 and np.isfinite(s["world_model_loss"])
+    assert (run / "learning_curve.png").stat().st_size > 1000
+    with open(run / "log.csv") as f:
+        assert len(list(csv.DictReader(f))) == 5  # untrained eval, 2 iterations, 2 task steps
+    out = subprocess.run(cmd + ["export-policy", str(run), "--out", str(pol), "--json"], cwd=REPO,
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    e = json.loads(out.stdout.strip().splitlines()[-1])
+    assert e["latent_dim"] == 8 and e["parameters"] > 1000 and e["has_task"]
+    pf = load_policy(pol, rig)
+    assert pf.meta["rig"]["name"] == rig.name and pf.meta["training"]["iterations"] == 2
+    ref = retarget_file(WALK, rig)[0]
+    for mode in ("track", "generate", "heading"):
+        sim = Simulation(rig)
+        sim.physics.set_q(ref.q[0], ref.qvel[0])
+        sim.state = sim.physics.body_state()
+        ctl = PolicyController(pf, rig, mode=mode, reference=ref if mode == "track" else None)
+        rec = sim.run(ctl, 0.5)
+        assert np.all(np.isfinite(rec["body_pos"])), mode
+    # a second `train` into the same folder without --resume is refused, with a reason
+    out = subprocess.run(cmd + ["train", "--config", "tiny", "--out", str(run)], cwd=REPO,
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode != 0 and "--resume" in out.stderr

@@ -1,0 +1,139 @@
+"""`sinew train` and `sinew export-policy` (CLI.md). The only commands that import torch,
+and only inside the command functions, so `sinew --help` and the other commands stay light.
+
+engine/cli.py wires them in:  add_train_parser(sub); add_export_parser(sub)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+EPILOG_TRAIN = """examples:
+  sinew train --config tiny --out runs/tiny                  # CI-sized: under a minute on 2 cores
+  sinew train --config training/configs/walk_cpu.toml --out runs/walk --iterations 200
+  sinew train --config paper --out runs/paper                # the paper's sizes (GPU)
+  sinew train --out runs/walk --resume --iterations 400      # continue exactly where it stopped
+  sinew train --config heading --out runs/walk --resume      # add the heading/speed task policy
+  sinew train --config tiny --out runs/tiny --json           # summary as JSON on the last line
+
+--config takes a TOML path or a name from training/configs (tiny, walk_cpu, paper, heading).
+The run folder gets checkpoint.pt, log.csv, learning_curve.png and config.json.
+"""
+
+EPILOG_EXPORT = """examples:
+  sinew export-policy runs/walk --out walk_policy.npz
+  sinew export-policy runs/walk/checkpoint.pt --out walk_policy.npz --json
+  sinew simulate --clip walk.bvh:10 --controller policy --policy walk_policy.npz
+
+The .npz holds a JSON meta (format sinew-policy, version, the rig and its fingerprint),
+normalisation statistics and the networks' weights; the engine loads it without torch.
+"""
+
+
+def add_train_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("train", help="MuscleVAE model-based training (torch)",
+                              description="Train a MuscleVAE policy (MuscleVAE Algorithm 1): rollouts in "
+                              "the simulator, a learned world model, prior/posterior/policy trained "
+                              "through it; with a [task] table, the heading/speed policy (appendix B.3).",
+                              epilog=EPILOG_TRAIN, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", help="TOML config path or name in training/configs (required unless --resume)")
+    p.add_argument("--out", default=None, help="run folder (default runs/<config name>)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    p.add_argument("--iterations", type=int, default=None, help="total iterations to reach (overrides the config)")
+    p.add_argument("--workers", type=int, default=None, help="rollout worker processes (0 = in this process)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON on the last line")
+    p.set_defaults(func=cmd_train)
+    return p
+
+
+def add_export_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("export-policy", help="write a trained policy as a .npz the engine runs",
+                              description="Export a training run (or checkpoint) to a versioned policy "
+                              ".npz for the numpy PolicyController.", epilog=EPILOG_EXPORT,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run", help="run folder or checkpoint.pt")
+    p.add_argument("--out", required=True, help="policy file to write (.npz)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON on the last line")
+    p.set_defaults(func=cmd_export)
+    return p
+
+
+def _emit(summary: dict, as_json: bool, lines: list[str]) -> None:
+    for line in lines:
+        print(line)
+    if as_json:
+        print(json.dumps(summary))
+
+
+def cmd_train(args) -> int:
+    from pathlib import Path
+
+    from engine.errors import ParameterError
+
+    from .config import load_config
+
+    if args.iterations is not None and args.iterations < 0:
+        raise ParameterError("iterations", f"must be >= 0, got {args.iterations}")
+    if args.workers is not None and args.workers < 0:
+        raise ParameterError("workers", f"must be >= 0, got {args.workers}")
+    cfg = load_config(args.config) if args.config else None
+    if not args.resume and cfg is None:
+        raise ParameterError("config", "give --config (or --resume with --out)")
+    out = Path(args.out) if args.out else Path("runs") / (cfg.name if cfg else "run")
+    import torch  # noqa: F401  (only this command and export-policy import torch)
+
+    from .trainer import CHECKPOINT, Trainer
+
+    if args.resume:
+        if not (out / CHECKPOINT).is_file():
+            raise ParameterError("resume", f"no checkpoint in {out}; train it first")
+        if cfg is not None and args.iterations is not None:
+            cfg.iterations = args.iterations
+        tr = Trainer.resume(out, cfg)
+    else:
+        if (out / CHECKPOINT).exists():
+            raise ParameterError("out", f"{out} already holds a run; use --resume or another --out")
+        tr = Trainer(cfg, out)
+    if args.workers is not None:
+        tr.cfg.workers = args.workers
+    total = args.iterations if args.iterations is not None else tr.cfg.iterations
+    s = tr.train(total)
+    lines = [f"trained {s['iterations']} iterations in {s['seconds']:.1f} s -> {s['out']}",
+             f"world-model loss {s['world_model_loss']}, VAE loss {s['vae_loss']}, "
+             f"8-step error {s['wm_err8_cm']} cm",
+             f"log {out / 'log.csv'}, curves {out / 'learning_curve.png'}"]
+    if s.get("task_iterations"):
+        lines.append(f"heading task policy: {s['task_iterations']} iterations")
+    _emit(s, args.json, lines)
+    return 0
+
+
+def cmd_export(args) -> int:
+    import torch  # noqa: F401
+
+    from .export import export_policy
+
+    s = export_policy(args.run, args.out)
+    _emit(s, args.json, [f"wrote {s['out']}: {s['parameters']} parameters, latent {s['latent_dim']}, "
+                         f"rig {s['rig']}" + (", with heading policy" if s["has_task"] else "")])
+    return 0
+
+
+def main(argv=None) -> int:  # for `python -m training.commands` while the CLI is being wired
+    from engine.errors import SinewError
+
+    ap = argparse.ArgumentParser(prog="sinew")
+    sub = ap.add_subparsers(dest="command", required=True)
+    add_train_parser(sub)
+    add_export_parser(sub)
+    args = ap.parse_args(argv)
+    try:
+        return args.func(args)
+    except SinewError as e:
+        print(f"sinew {args.command}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""Training configuration: a TOML file read into TrainConfig (unknown keys are refused)."""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from engine.errors import InputFileError, ParameterError
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+SHARED_MOTION = Path(__file__).resolve().parents[2] / "shared" / "reference" / "mass" / "motion"
+
+
+@dataclass
+class TaskConfig:
+    """High-level heading/speed policy (MuscleVAE appendix B.3, Algorithm 2, eq. 44-45)."""
+
+    iterations: int = 200
+    batch_size: int = 512          # N_HL
+    rollout: int = 16              # T_HL
+    hidden: list = field(default_factory=lambda: [256, 256, 256])
+    lr: float = 1e-4
+    w_heading: float = 2.0
+    w_speed: float = 1.0
+    w_fall: float = 1.0
+    w_z: float = 0.01
+    fall_height: float = 0.55      # root height (m) below which L_fall counts
+    speed_min: float = 0.0
+    speed_max: float = 3.0
+
+
+@dataclass
+class TrainConfig:
+    """Everything a run depends on. Sizes default to the paper's (appendix B)."""
+
+    name: str = "run"
+    seed: int = 0
+    rig: str = "human284"
+    clips: list = field(default_factory=lambda: [str(SHARED_MOTION / "walk.bvh")])
+    backend: str = "mujoco"
+    fatigue_scale: float = 1.0
+    stiffness: float = 20.0        # PDGains.for_rig
+    damping: float = 2.0
+    # networks (appendix B.1)
+    latent_dim: int = 64
+    vae_hidden: list = field(default_factory=lambda: [512, 512])
+    policy_hidden: list = field(default_factory=lambda: [512, 512, 512])
+    experts: int = 6
+    gate_hidden: list = field(default_factory=lambda: [64, 64])
+    wm_hidden: list = field(default_factory=lambda: [512, 512, 512, 512])
+    sigma_prior: float = 0.3
+    sigma_policy: float = 0.05
+    # Algorithm 1 (appendix B.2)
+    buffer_size: int = 50000       # N_B
+    samples_per_iter: int = 2048   # N'_B
+    chunks_per_iter: int = 4       # collection jobs per iteration (seeded by iteration and index)
+    wm_rollout: int = 8            # T_W
+    vae_rollout: int = 24          # T_VAE
+    batch_size: int = 512          # N_batch
+    wm_updates: int = 8            # world-model gradient steps per iteration
+    vae_updates: int = 8           # VAE gradient steps per iteration
+    lr_wm: float = 1e-3
+    lr_vae: float = 3e-4
+    grad_clip: float = 10.0
+    iterations: int = 2000
+    # losses (eq. 13-17)
+    beta: float = 0.01
+    gamma: float = 0.95
+    w_act1: float = 0.01
+    w_act2: float = 0.01
+    act_cap: float = 2.0           # alpha_pd is capped here in L_act (it diverges where f_l f_v -> 0)
+    w_height: float = 1.0
+    w_pos: float = 1.0
+    w_rot: float = 1.0
+    w_vel: float = 0.3
+    w_angvel: float = 0.3
+    w_heading: float = 1.0
+    w_muscle: float = 1.0
+    muscle_scale: float = 0.02     # relative muscle-length error counted as one unit
+    w_root_wm: float = 1.0
+    # rollouts in the simulator
+    workers: int = 2
+    episode_seconds: float = 10.0
+    switch_prob: float = 0.02      # per policy step: jump to a random clip and frame (sec. 4.1.1)
+    fall_height: float = 0.55      # root height (m) that ends an episode
+    init_fatigue: bool = True
+    # bookkeeping
+    threads: int = 2
+    checkpoint_every: int = 50
+    eval_every: int = 25
+    eval_seconds: float = 4.0
+    task: TaskConfig | None = None
+    path: str | None = None
+
+    def validate(self) -> "TrainConfig":
+        pos_int = ("buffer_size", "samples_per_iter", "chunks_per_iter", "wm_rollout", "vae_rollout",
+                   "batch_size", "latent_dim", "experts", "threads", "checkpoint_every")
+        for k in pos_int:
+            v = getattr(self, k)
+            if not isinstance(v, int) or v < 1:
+                raise ParameterError(k, f"must be an integer >= 1, got {v!r}")
+        for k in ("wm_updates", "vae_updates", "workers", "eval_every", "iterations"):
+            v = getattr(self, k)
+            if not isinstance(v, int) or v < 0:
+                raise ParameterError(k, f"must be an integer >= 0, got {v!r}")
+        if self.samples_per_iter > self.buffer_size:
+            raise ParameterError("samples_per_iter", "must not exceed buffer_size")
+        for k in ("sigma_prior", "sigma_policy", "lr_wm", "lr_vae", "episode_seconds"):
+            if not (getattr(self, k) > 0):
+                raise ParameterError(k, f"must be > 0, got {getattr(self, k)!r}")
+        if not self.clips:
+            raise ParameterError("clips", "list at least one clip (BVH or reference .npz)")
+        for c in self.clips:
+            if not Path(c).is_file():
+                raise InputFileError(c, "clip not found")
+        return self
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        if d["task"] is None:
+            d.pop("task")
+        d.pop("path")
+        return d
+
+
+def _build(cls, table: dict, where: str):
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(table) - names)
+    if unknown:
+        raise InputFileError(where, f"unknown config key(s) {unknown}; known: {sorted(names - {'path'})}")
+    return cls(**table)
+
+
+def load_config(path) -> TrainConfig:
+    """Read a TOML config; clip paths are relative to the config file's folder (or absolute);
+    the token ${shared_motion} stands for ../shared/reference/mass/motion."""
+    p = Path(path)
+    if not p.is_file():
+        alt = CONFIG_DIR / f"{path}.toml"
+        if alt.is_file():
+            p = alt
+        else:
+            raise InputFileError(p, "config file not found")
+    try:
+        table = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise InputFileError(p, f"not valid TOML ({e})") from None
+    if "base" in table:  # inherit from another config in the same folder
+        base = load_config(p.parent / table.pop("base")).to_dict()
+        base_task = base.pop("task", None)
+        if "task" in table and base_task:
+            table["task"] = {**base_task, **table["task"]}
+        elif base_task and "task" not in table:
+            table["task"] = base_task
+        table = {**base, **table}
+    task = table.pop("task", None)
+    clips = []
+    for c in table.get("clips", []):
+        c = str(c).replace("${shared_motion}", str(SHARED_MOTION))
+        cp = Path(c)
+        clips.append(str(cp if cp.is_absolute() else (p.parent / cp).resolve()))
+    if "clips" in table:
+        table["clips"] = clips
+    cfg = _build(TrainConfig, table, str(p))
+    if task is not None:
+        cfg.task = _build(TaskConfig, task, str(p) + " [task]")
+    cfg.path = str(p)
+    return cfg.validate()
+
+
+def config_from_dict(d: dict) -> TrainConfig:
+    d = dict(d)
+    task = d.pop("task", None)
+    cfg = TrainConfig(**d)
+    if task:
+        cfg.task = TaskConfig(**task)
+    return cfg

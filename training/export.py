@@ -1,0 +1,34 @@
+"""`sinew export-policy`: a training checkpoint -> the versioned .npz the engine's numpy
+PolicyController loads (engine.control.policy; no pickle, no torch needed to read it)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from engine.control import policy as P
+
+
+def export_policy(run_or_ckpt, out) -> dict:
+    """Write the policy file; returns its summary (parameters, latent_dim, path)."""
+    from .config import config_from_dict
+    from .trainer import Trainer, load_checkpoint
+
+    ck = load_checkpoint(run_or_ckpt)
+    cfg = config_from_dict(ck["config"])
+    cfg.workers = 0
+    run_dir = Path(run_or_ckpt) if Path(run_or_ckpt).is_dir() else Path(run_or_ckpt).parent
+    tr = Trainer.resume(run_dir, truncate_log=False)
+    from .trainer import policy_file_arrays
+
+    arrays, meta = policy_file_arrays(tr.model, tr.cfg, dict(
+        training=dict(iterations=int(ck["iteration"]), task_iterations=int(ck["task_iteration"]),
+                      seconds=round(float(ck["seconds"]), 1), config=cfg.name, clips=[Path(c).name for c in cfg.clips])))
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "wb") as f:  # np.savez would append .npz to another suffix
+        np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
+    pf = P.load_policy(out, tr.rig)  # read back: what we wrote must load
+    return dict(parameters=pf.parameters, latent_dim=pf.latent_dim, has_task=pf.has_task,
+                rig=meta["rig"]["name"], out=str(out), bytes=out.stat().st_size)

@@ -1,0 +1,517 @@
+"""MuscleVAE Algorithm 1: collect rollouts into a FIFO buffer, train the world model on T_W-step
+windows, then the prior/posterior/policy through the frozen world model on T_VAE-step
+windows; checkpoints that resume exactly; a CSV log and a learning-curve PNG.
+
+    tr = Trainer(cfg, out_dir)          # or Trainer.resume(out_dir)
+    tr.train(iterations)                # returns the summary figures
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from engine import fatigue as fat
+from engine.control import policy as P
+from engine.errors import InputFileError, SinewError
+from engine.muscle_step import PDGains
+from engine.progress import Progress
+from engine.rig import load_rig
+
+from .collect import FIELDS, CollectorPool, field_shapes, fatigue_curve, load_clip, random_fatigue
+from .config import TrainConfig, config_from_dict
+from .model import Model
+from .torch_muscle import TorchMuscleSystem
+
+CHECKPOINT = "checkpoint.pt"
+LOG = "log.csv"
+PLOT = "learning_curve.png"
+EVAL_HORIZON = 8  # the world model's n-step prediction error reported in the log
+STD_FLOOR = 0.05
+LOG_COLUMNS = ["iteration", "samples_total", "seconds", "collect_s", "wm_s", "vae_s", "samples_per_s",
+               "wm_updates_per_s", "vae_updates_per_s", "wm_loss", "wm_err8_cm", "vae_loss", "rec", "kl",
+               "act", "train_track_err_cm", "episodes", "falls", "eval_track_err_cm", "eval_fell_at_s",
+               "task_loss"]
+
+
+class Buffer:
+    """FIFO ring buffer of simulation tuples (N_B): the oldest samples are overwritten first."""
+
+    def __init__(self, capacity: int, B: int, M: int):
+        self.capacity = capacity
+        self.data = {k: np.zeros((capacity,) + s, np.float32) for k, s in field_shapes(B, M).items()}
+        self.seq = np.full(capacity, -1, np.int64)
+        self.count = 0
+
+    def __len__(self):
+        return int(min(self.count, self.capacity))
+
+    def add(self, data: dict) -> np.ndarray:
+        n = len(data["has_next"])
+        slots = (self.count + np.arange(n)) % self.capacity
+        for k in FIELDS:
+            self.data[k][slots] = data[k]
+        self.seq[slots] = self.count + np.arange(n)
+        self.count += n
+        return slots
+
+    def valid_starts(self, length: int, among: np.ndarray | None = None) -> np.ndarray:
+        """Slots starting `length` consecutive samples of one episode (has_next on all but the last)."""
+        cap = self.capacity
+        starts = np.arange(cap) if among is None else among
+        s0 = self.seq[starts]
+        ok = s0 >= 0
+        for k in range(length):
+            j = (starts + k) % cap
+            ok &= self.seq[j] == s0 + k
+            if k < length - 1:
+                ok &= self.data["has_next"][j] > 0.5
+        return starts[ok]
+
+    def windows(self, starts: np.ndarray, length: int) -> dict:
+        idx = (starts[:, None] + np.arange(length)) % self.capacity
+        return {k: torch.from_numpy(v[idx]) for k, v in self.data.items()}
+
+    def state_dict(self) -> dict:
+        return {"count": self.count, "seq": torch.from_numpy(self.seq.copy()),
+                **{f"data.{k}": torch.from_numpy(v.copy()) for k, v in self.data.items()}}
+
+    def load_state_dict(self, d: dict) -> None:
+        self.count = int(d["count"])
+        self.seq = d["seq"].numpy().copy()
+        for k in self.data:
+            self.data[k] = d[f"data.{k}"].numpy().copy()
+
+
+def _state(w: dict, t: int | None = None) -> dict:
+    """A state dict from buffer windows (batch, L, ...) at step t (or all steps)."""
+    sel = (lambda v: v[:, t]) if t is not None else (lambda v: v)
+    return {k: sel(w[k]) for k in ("pos", "rot", "linvel", "angvel", "MA", "MR", "MF")}
+
+
+def _ref(w: dict, t: int) -> dict:
+    return {"pos": w["ref_pos"][:, t], "rot": w["ref_rot"][:, t], "linvel": w["ref_linvel"][:, t],
+            "angvel": w["ref_angvel"][:, t]}
+
+
+def _rng_state(rng: np.random.Generator) -> dict:
+    st = rng.bit_generator.state
+    return {"bit_generator": st["bit_generator"], "state": int(st["state"]["state"]),
+            "inc": int(st["state"]["inc"]), "has_uint32": int(st["has_uint32"]), "uinteger": int(st["uinteger"])}
+
+
+def _set_rng_state(rng: np.random.Generator, d: dict) -> None:
+    rng.bit_generator.state = {"bit_generator": d["bit_generator"], "state": {"state": d["state"], "inc": d["inc"]},
+                               "has_uint32": d["has_uint32"], "uinteger": d["uinteger"]}
+
+
+def policy_file_arrays(model: Model, cfg: TrainConfig, extra_meta: dict | None = None) -> tuple[dict, dict]:
+    """The policy file's arrays and meta for the model's current weights (export and workers)."""
+    rig = model.rig
+    arrays = model.vae.export()
+    if model.task is not None:
+        arrays.update(model.task.export("task"))
+    arrays["norm.state_mean"] = model.state_mean.numpy()
+    arrays["norm.state_std"] = model.state_std.numpy()
+    arrays["norm.target_mean"] = model.target_mean.numpy()
+    arrays["norm.target_std"] = model.target_std.numpy()
+    arrays = {k: np.asarray(v, np.float32) for k, v in arrays.items()}
+    meta = dict(format=P.FORMAT, version=P.FORMAT_VERSION,
+                rig=dict(name=rig.name, fingerprint=P.rig_fingerprint(rig), bodies=rig.num_bodies,
+                         muscles=rig.num_muscles),
+                latent_dim=cfg.latent_dim, sigma_prior=cfg.sigma_prior, sigma_policy=cfg.sigma_policy,
+                experts=cfg.experts, period=P.POLICY_PERIOD, dt=1.0 / 120.0,
+                state_size=model.S, target_size=model.T, goal_size=P.GOAL_SIZE,
+                fatigue_scale=cfg.fatigue_scale, stiffness=cfg.stiffness, damping=cfg.damping,
+                has_task=model.task is not None, **(extra_meta or {}))
+    return arrays, meta
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, out_dir, fresh: bool = True):
+        self.cfg = cfg
+        self.out = Path(out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)
+        self.rig = load_rig(cfg.rig)
+        gains = PDGains.for_rig(self.rig, cfg.stiffness, cfg.damping)
+        self.tm = TorchMuscleSystem(self.rig, fat.FatigueParams(scale=cfg.fatigue_scale), 1.0 / 120.0, gains)
+        self.model = Model(self.rig, cfg, self.tm)
+        if cfg.task is not None:
+            from .task import make_task_net
+
+            self.model.task = make_task_net(self.model, cfg)
+        self.opt_wm = torch.optim.RAdam(self.model.wm.parameters(), lr=cfg.lr_wm)
+        self.opt_vae = torch.optim.RAdam(self.model.vae.parameters(), lr=cfg.lr_vae)
+        self.opt_task = (torch.optim.RAdam(self.model.task.parameters(), lr=cfg.task.lr)
+                         if self.model.task is not None else None)
+        self.buffer = Buffer(cfg.buffer_size, self.rig.num_bodies, self.rig.num_muscles)
+        self.rng = np.random.default_rng([cfg.seed, 1])
+        self.gen = torch.Generator().manual_seed(cfg.seed + 7)
+        self.iteration = 0
+        self.task_iteration = 0
+        self.seconds = 0.0
+        self.delta_ready = False
+        self._pool = None
+        self.last = {}
+        self.weights = dict(height=cfg.w_height, pos=cfg.w_pos, rot=cfg.w_rot, vel=cfg.w_vel,
+                            angvel=cfg.w_angvel, heading=cfg.w_heading)
+        if fresh:
+            self._init_normalisation()
+
+    # ---- set-up ----------------------------------------------------------------------------
+    def _init_normalisation(self) -> None:
+        """State and target statistics from the clips (with random fatigue states)."""
+        rig, m = self.rig, self.model
+        rng = np.random.default_rng([self.cfg.seed, 2])
+        curve = fatigue_curve()
+        W = P.fatigue_weights(rig)
+        S, T = [], []
+        for c in self.cfg.clips:
+            from engine.control.policy import ReferenceTrack
+
+            tr = ReferenceTrack(rig, load_clip(c, rig))
+            for k in range(tr.frames):
+                f = random_fatigue(rng, rig, curve)
+                fp = P.fatigue_parts(f.MA, f.MR, f.MF, W)
+                S.append(P.state_features(tr.pos[k], tr.rot[k], tr.linvel[k], tr.angvel[k], fp))
+                rp, rr, rv, rw, _ = tr.state_at((k + P.POLICY_PERIOD) / tr.fps)
+                T.append(P.target_features(tr.pos[k], tr.rot[k], rp, rr, rv, rw))
+        S, T = np.array(S), np.array(T)
+        m.state_mean = torch.as_tensor(S.mean(0), dtype=torch.float32)
+        m.state_std = torch.as_tensor(np.maximum(S.std(0), STD_FLOOR), dtype=torch.float32)
+        m.target_mean = torch.as_tensor(T.mean(0), dtype=torch.float32)
+        m.target_std = torch.as_tensor(np.maximum(T.std(0), STD_FLOOR), dtype=torch.float32)
+
+    def _init_deltas(self) -> None:
+        """World-model output scale: std of the per-step velocity changes in the first fill."""
+        starts = self.buffer.valid_starts(2)
+        w = self.buffer.windows(starts[: 4096], 2)
+        d = self.model.deltas(_state(w, 0), _state(w, 1))
+        self.model.delta_std = torch.clamp(d.std(0), min=1e-2)
+        self.delta_ready = True
+
+    @property
+    def pool(self) -> CollectorPool:
+        if self._pool is None:
+            cfg = self.cfg
+            wc = dict(rig=cfg.rig, stiffness=cfg.stiffness, damping=cfg.damping, backend=cfg.backend,
+                      fatigue_scale=cfg.fatigue_scale, clips=list(cfg.clips), episode_seconds=cfg.episode_seconds,
+                      switch_prob=cfg.switch_prob, fall_height=cfg.fall_height, init_fatigue=cfg.init_fatigue)
+            self._pool = CollectorPool(wc, cfg.workers)
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    # ---- one iteration of Algorithm 1 ----------------------------------------------------------
+    def collect(self) -> tuple[np.ndarray, dict]:
+        cfg = self.cfg
+        n = cfg.buffer_size if self.buffer.count == 0 else cfg.samples_per_iter
+        per = math.ceil(cfg.samples_per_iter / cfg.chunks_per_iter)
+        sizes = [per] * (n // per) + ([n % per] if n % per else [])
+        seeds = [[cfg.seed, self.iteration, j] for j in range(len(sizes))]
+        arrays, meta = policy_file_arrays(self.model, cfg)
+        results = self.pool.collect(arrays, meta, seeds, sizes)
+        slots = []
+        stats = dict(episodes=0, falls=0, err=0.0)
+        for r in results:
+            slots.append(self.buffer.add(r["data"]))
+            stats["episodes"] += r["stats"]["episodes"]
+            stats["falls"] += r["stats"]["falls"]
+            stats["err"] += r["stats"]["track_err_m"] * len(r["data"]["has_next"])
+        stats["track_err_cm"] = 100 * stats["err"] / n
+        stats["samples"] = n
+        return np.concatenate(slots), stats
+
+    @torch.no_grad()
+    def wm_error(self, slots: np.ndarray, horizon: int = EVAL_HORIZON, n: int = 256) -> float:
+        """Mean body position error (cm) of the world model after `horizon` steps, on windows
+        of the samples just collected (not yet trained on)."""
+        starts = self.buffer.valid_starts(horizon + 1, slots)
+        if len(starts) == 0:
+            return float("nan")
+        starts = starts[np.linspace(0, len(starts) - 1, min(n, len(starts))).astype(int)]
+        w = self.buffer.windows(starts, horizon + 1)
+        _, err = self.model.wm_loss([_state(w, t) for t in range(horizon + 1)],
+                                    [w["action"][:, t] for t in range(horizon)])
+        return float(100 * err[-1])
+
+    def train_world_model(self) -> float:
+        cfg, m = self.cfg, self.model
+        starts = self.buffer.valid_starts(cfg.wm_rollout + 1)
+        if len(starts) == 0:
+            raise SinewError("no buffer window is long enough for wm_rollout; lower it or raise episode_seconds")
+        pick = starts[self.rng.integers(0, len(starts), cfg.batch_size)]
+        w = self.buffer.windows(pick, cfg.wm_rollout + 1)
+        loss, _ = m.wm_loss([_state(w, t) for t in range(cfg.wm_rollout + 1)],
+                            [w["action"][:, t] for t in range(cfg.wm_rollout)])
+        self.opt_wm.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(m.wm.parameters(), cfg.grad_clip)
+        self.opt_wm.step()
+        return float(loss.detach())
+
+    def train_vae(self) -> tuple[float, float, float, float]:
+        cfg, m = self.cfg, self.model
+        starts = self.buffer.valid_starts(cfg.vae_rollout)
+        if len(starts) == 0:
+            raise SinewError("no buffer window is long enough for vae_rollout; lower it or raise episode_seconds")
+        pick = starts[self.rng.integers(0, len(starts), cfg.batch_size)]
+        w = self.buffer.windows(pick, cfg.vae_rollout)
+        for p in m.wm.parameters():
+            p.requires_grad_(False)
+        try:
+            rec, kl, act = m.vae_rollout(_state(w, 0), [_ref(w, t) for t in range(cfg.vae_rollout)],
+                                         [w["ref_len"][:, t] for t in range(cfg.vae_rollout)], self.gen, self.weights)
+            loss = rec + cfg.beta * kl + act
+            self.opt_vae.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(m.vae.parameters(), cfg.grad_clip)
+            self.opt_vae.step()
+        finally:
+            for p in m.wm.parameters():
+                p.requires_grad_(True)
+        return float(loss.detach()), float(rec.detach()), float(kl.detach()), float(act.detach())
+
+    def evaluate(self) -> dict:
+        arrays, meta = policy_file_arrays(self.model, self.cfg)
+        return self.pool.evaluate(arrays, meta, self.cfg.eval_seconds, 0)
+
+    def step(self) -> dict:
+        cfg = self.cfg
+        row = {k: float("nan") for k in LOG_COLUMNS}
+        t0 = time.perf_counter()
+        if self.iteration == 0 and cfg.eval_every:
+            ev = self.evaluate()  # the untrained policy, for comparison
+            self._log({**row, "iteration": 0, "samples_total": 0, "seconds": 0.0,
+                       "eval_track_err_cm": 100 * ev["track_err_m"],
+                       "eval_fell_at_s": ev["fell_at_s"] if ev["fell_at_s"] is not None else float("nan")})
+        slots, st = self.collect()
+        t1 = time.perf_counter()
+        if not self.delta_ready:
+            self._init_deltas()
+        err8 = self.wm_error(slots)
+        t2 = time.perf_counter()
+        wm = [self.train_world_model() for _ in range(cfg.wm_updates)]
+        t3 = time.perf_counter()
+        vae = [self.train_vae() for _ in range(cfg.vae_updates)]
+        t4 = time.perf_counter()
+        self.iteration += 1
+        vae_arr = np.array(vae) if vae else np.full((1, 4), np.nan)
+        row.update(iteration=self.iteration, samples_total=self.buffer.count,
+                   collect_s=t1 - t0, wm_s=t3 - t2, vae_s=t4 - t3,
+                   samples_per_s=st["samples"] / max(t1 - t0, 1e-9),
+                   wm_updates_per_s=cfg.wm_updates / max(t3 - t2, 1e-9),
+                   vae_updates_per_s=cfg.vae_updates / max(t4 - t3, 1e-9),
+                   wm_loss=float(np.mean(wm)) if wm else float("nan"), wm_err8_cm=err8,
+                   vae_loss=vae_arr[:, 0].mean(), rec=vae_arr[:, 1].mean(), kl=vae_arr[:, 2].mean(),
+                   act=vae_arr[:, 3].mean(), train_track_err_cm=st["track_err_cm"],
+                   episodes=st["episodes"], falls=st["falls"])
+        if cfg.eval_every and (self.iteration % cfg.eval_every == 0):
+            ev = self.evaluate()
+            row["eval_track_err_cm"] = 100 * ev["track_err_m"]
+            row["eval_fell_at_s"] = ev["fell_at_s"] if ev["fell_at_s"] is not None else float("nan")
+        self.seconds += time.perf_counter() - t0
+        row["seconds"] = self.seconds
+        row = {k: float(v) if v is not None else float("nan") for k, v in row.items()}
+        self._log(row)
+        self.last = row
+        return row
+
+    # ---- the run ---------------------------------------------------------------------------------
+    def train(self, iterations: int | None = None, progress: bool = True) -> dict:
+        cfg = self.cfg
+        total = cfg.iterations if iterations is None else int(iterations)
+        (self.out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=1))
+        try:
+            with Progress("training", max(total - self.iteration, 1)) as bar:
+                start = self.iteration
+                while self.iteration < total:
+                    self.step()
+                    bar.update(self.iteration - start)
+                    if self.iteration % cfg.checkpoint_every == 0 or self.iteration == total:
+                        self.save()
+                        self.plot()
+            if cfg.task is not None and self.task_iteration < cfg.task.iterations and self.iteration >= total:
+                from .task import train_task
+
+                train_task(self, cfg.task.iterations)
+                self.save()
+                self.plot()
+        finally:
+            self.close()
+        return self.summary()
+
+    def summary(self) -> dict:
+        r = self.last
+        return dict(iterations=self.iteration, world_model_loss=r.get("wm_loss"), vae_loss=r.get("vae_loss"),
+                    wm_err8_cm=r.get("wm_err8_cm"), seconds=round(self.seconds, 2),
+                    task_iterations=self.task_iteration, out=str(self.out))
+
+    # ---- log, plot, checkpoint ------------------------------------------------------------------
+    def _log(self, row: dict) -> None:
+        path = self.out / LOG
+        new = not path.exists()
+        with open(path, "a", newline="") as f:
+            w = csv.DictWriter(f, LOG_COLUMNS)
+            if new:
+                w.writeheader()
+            w.writerow({k: row.get(k, float("nan")) for k in LOG_COLUMNS})
+
+    def plot(self, path=None) -> Path:
+        return plot_log(self.out / LOG, path or self.out / PLOT)
+
+    def save(self) -> Path:
+        m = self.model
+        ck = dict(format="sinew-train-checkpoint", version=1, config=self.cfg.to_dict(),
+                  iteration=self.iteration, task_iteration=self.task_iteration, seconds=self.seconds,
+                  delta_ready=self.delta_ready,
+                  vae=m.vae.state_dict(), wm=m.wm.state_dict(), task=m.task.state_dict() if m.task else None,
+                  opt_wm=self.opt_wm.state_dict(), opt_vae=self.opt_vae.state_dict(),
+                  opt_task=self.opt_task.state_dict() if self.opt_task else None,
+                  norm=dict(state_mean=m.state_mean, state_std=m.state_std, target_mean=m.target_mean,
+                            target_std=m.target_std, delta_std=m.delta_std),
+                  buffer=self.buffer.state_dict(), rng=_rng_state(self.rng),
+                  torch_rng=torch.get_rng_state(), gen=self.gen.get_state(), last=self.last)
+        tmp = self.out / (CHECKPOINT + ".tmp")
+        torch.save(ck, tmp)
+        os.replace(tmp, self.out / CHECKPOINT)
+        return self.out / CHECKPOINT
+
+    @classmethod
+    def resume(cls, run_dir, cfg: TrainConfig | None = None, truncate_log: bool = True) -> "Trainer":
+        ck = load_checkpoint(run_dir)
+        saved = config_from_dict(ck["config"])
+        if cfg is not None:  # only the schedule may change on resume
+            for k in ("iterations", "checkpoint_every", "eval_every", "workers"):
+                setattr(saved, k, getattr(cfg, k))
+            if cfg.task is not None:
+                saved.task = cfg.task
+        tr = cls(saved, Path(run_dir) if Path(run_dir).is_dir() else Path(run_dir).parent, fresh=False)
+        m = tr.model
+        m.vae.load_state_dict(ck["vae"])
+        m.wm.load_state_dict(ck["wm"])
+        if ck["task"] is not None and m.task is not None:
+            m.task.load_state_dict(ck["task"])
+        tr.opt_wm.load_state_dict(ck["opt_wm"])
+        tr.opt_vae.load_state_dict(ck["opt_vae"])
+        if ck["opt_task"] is not None and tr.opt_task is not None:
+            tr.opt_task.load_state_dict(ck["opt_task"])
+        for k, v in ck["norm"].items():
+            setattr(m, k, v)
+        tr.buffer.load_state_dict(ck["buffer"])
+        _set_rng_state(tr.rng, ck["rng"])
+        torch.set_rng_state(ck["torch_rng"])
+        tr.gen.set_state(ck["gen"])
+        tr.iteration, tr.task_iteration = int(ck["iteration"]), int(ck["task_iteration"])
+        tr.seconds, tr.delta_ready, tr.last = float(ck["seconds"]), bool(ck["delta_ready"]), ck["last"]
+        if truncate_log:
+            _truncate_log(tr.out / LOG, tr.iteration, tr.task_iteration)
+        return tr
+
+
+def load_checkpoint(run_or_ckpt) -> dict:
+    p = Path(run_or_ckpt)
+    if p.is_dir():
+        p = p / CHECKPOINT
+    if not p.is_file():
+        raise InputFileError(p, "no checkpoint here (train first, or give the run folder)")
+    try:
+        ck = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - any unreadable file is reported the same way
+        raise InputFileError(p, f"not a readable training checkpoint ({type(e).__name__}: {e})") from None
+    if not isinstance(ck, dict) or ck.get("format") != "sinew-train-checkpoint":
+        raise InputFileError(p, "not a Sinew training checkpoint")
+    if ck.get("version") != 1:
+        raise InputFileError(p, f"checkpoint version {ck.get('version')!r}; this Sinew reads version 1")
+    return ck
+
+
+def _truncate_log(path: Path, iteration: int, task_iteration: int) -> None:
+    """Drop log rows written after the checkpoint (a resumed run writes them again)."""
+    if not path.exists():
+        return
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    keep = []
+    for r in rows:
+        it = float(r["iteration"])
+        is_task = r.get("task_loss") not in ("", "nan", None)
+        if (not is_task and it <= iteration) or (is_task and it <= task_iteration):
+            keep.append(r)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, LOG_COLUMNS)
+        w.writeheader()
+        w.writerows(keep)
+
+
+def read_log(path) -> list[dict]:
+    with open(path, newline="") as f:
+        return [{k: float(v) if v not in ("", None) else float("nan") for k, v in r.items()}
+                for r in csv.DictReader(f)]
+
+
+def plot_log(log_path, out_path) -> Path:
+    """Learning curves: world-model loss and 8-step error, VAE loss terms, tracking error in
+    the simulator (training rollouts and deterministic evaluations), falls per episode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in read_log(log_path) if not np.isfinite(r.get("task_loss", np.nan))]
+    task = [r for r in read_log(log_path) if np.isfinite(r.get("task_loss", np.nan))]
+    get = lambda k, rs=rows: np.array([r[k] for r in rs])
+    it = get("iteration")
+    fig, ax = plt.subplots(2, 2 + bool(task), figsize=(12 + 4 * bool(task), 7))
+    ax = np.atleast_2d(ax)
+    a = ax[0, 0]
+    a.plot(it, get("wm_loss"), label="world-model loss L_w")
+    a.set_yscale("log")
+    a2 = a.twinx()
+    a2.plot(it, get("wm_err8_cm"), "r.-", label=f"{EVAL_HORIZON}-step body pos. error (cm)")
+    a2.set_ylabel("cm")
+    a.set_title("world model")
+    a.legend(loc="upper left")
+    a2.legend(loc="upper right")
+    a = ax[0, 1]
+    for k in ("vae_loss", "rec", "kl", "act"):
+        a.plot(it, get(k), label=k)
+    a.set_yscale("log")
+    a.set_title("MuscleVAE losses (through the world model)")
+    a.legend()
+    a = ax[1, 0]
+    a.plot(it, get("train_track_err_cm"), label="training rollouts (noisy)")
+    ev = get("eval_track_err_cm")
+    ok = np.isfinite(ev)
+    a.plot(it[ok], ev[ok], "o-", label="evaluation (mean latent, simulator)")
+    a.set_ylabel("mean body position error (cm)")
+    a.set_xlabel("iteration")
+    a.set_title("tracking error in the simulator")
+    a.legend()
+    a = ax[1, 1]
+    eps = np.maximum(get("episodes"), 1)
+    a.plot(it, get("falls") / eps, label="falls per episode")
+    a.set_xlabel("iteration")
+    a.legend()
+    if task:
+        a = ax[0, 2]
+        a.plot(get("iteration", task), get("task_loss", task))
+        a.set_title("heading task loss (eq. 44)")
+        ax[1, 2].axis("off")
+    fig.tight_layout()
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_path, dpi=90)
+    plt.close(fig)
+    return out_path
