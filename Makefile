@@ -30,6 +30,10 @@ demo: $(STAMP)
 	$(VENV)/bin/sinew retarget $(MASS_MOTION)/walk.bvh --out $(OUT)/walk_ref.npz
 	$(VENV)/bin/sinew preview $(OUT)/walk_ref.npz --out $(OUT)/walk_sheet.png
 	$(VENV)/bin/sinew arm-hold --out $(OUT)/arm_hold
+	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh:10 --out $(OUT)/walk_take
+	$(PY) scripts/demo_scene.py $(MASS_MOTION)/walk.bvh $(OUT)/demo_scene.blend
+	$(VENV)/bin/sinew bake $(OUT)/demo_scene.blend --armature walk --clip $(MASS_MOTION)/walk.bvh:5 --out $(OUT)/fatigued_take.blend
+	$(PY) scripts/render_preview.py $(OUT)/fatigued_take.blend $(OUT)/fatigued_take.png --size 640x360 --samples 16
 	$(VENV)/bin/sinew bench --seconds 2
 	@echo "demo outputs in $(OUT)/"
 

@@ -58,4 +58,13 @@ def main() -> int:
 if __name__ == "__main__":
     code = main()
     sys.stdout.flush()
+    sys.stderr.flush()
+    import bpy
+
+    if not bpy.app.binary_path:
+        # Under plain Python the bpy module's teardown can hang after a MuJoCo run (seen with
+        # a BVH-imported armature); everything is written by now, so leave at once.
+        import os
+
+        os._exit(code)
     sys.exit(code)
