@@ -35,8 +35,9 @@ def read_npz(path, fmt: str, version: int, what: str, hint: str = "") -> tuple[d
     try:
         with np.load(path, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
-        raise InputFileError(path, f"not a readable {what} file ({e})") from None
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError, RuntimeError) as e:
+        raise InputFileError(path, f"not a readable {what} file, truncated or corrupt "
+                             f"({type(e).__name__}: {e})") from None
     if "meta" not in data:
         raise InputFileError(path, f"missing 'meta' entry: not a Sinew {what} file")
     try:

@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 import platform
 import time
-import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from . import fatigue as fat
+from .npzfile import read_npz, write_npz
 from .errors import InputFileError, ParameterError
 from .progress import Progress
 from .rig import GROUPS, Rig
@@ -87,13 +87,8 @@ class Take:
         return float(self.meta.get("fps", 30))
 
     def save(self, path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         arrays = {k: np.ascontiguousarray(getattr(self, k)) for k in _ARRAYS}
-        meta = dict(self.meta, format=FORMAT, version=FORMAT_VERSION)
-        with open(path, "wb") as f:
-            np.savez_compressed(f, meta=np.array(json.dumps(meta)), **arrays)
-        return path
+        return write_npz(path, FORMAT, FORMAT_VERSION, self.meta, arrays, compress=True)
 
     def group_mean(self, key: str, rig: Rig) -> np.ndarray:
         """f0-weighted mean of a per-muscle series (MA, MR, MF, activation) per muscle group,
@@ -110,25 +105,7 @@ class Take:
 def load_take(path) -> Take:
     """Read a take.npz; InputFileError naming the file on anything malformed."""
     path = Path(path)
-    if not path.is_file():
-        raise InputFileError(path, "take file not found")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
-        raise InputFileError(path, f"not a readable take .npz ({e})") from None
-    if "meta" not in data:
-        raise InputFileError(path, "missing 'meta' entry: not a Sinew take")
-    try:
-        meta = json.loads(str(data.pop("meta")))
-    except (json.JSONDecodeError, TypeError) as e:
-        raise InputFileError(path, f"'meta' is not valid JSON ({e})") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise InputFileError(path, f"not a Sinew take (format {got!r}, expected {FORMAT!r})")
-    if meta.get("version") != FORMAT_VERSION:
-        raise InputFileError(path, f"take format version {meta.get('version')!r} is not supported "
-                             f"(expected {FORMAT_VERSION})")
+    meta, data = read_npz(path, FORMAT, FORMAT_VERSION, "take", hint="simulate it again with this Sinew")
     missing = [k for k in _ARRAYS if k not in data]
     if missing:
         raise InputFileError(path, f"missing arrays {missing}")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .plots import _pyplot
+from .plots import _pyplot, save
 from .rig import GROUPS
 
 _COLOURS = {"trunk": "#7f7f7f", "right_leg": "#d62728", "left_leg": "#ff9896", "right_arm": "#1f77b4",
@@ -41,12 +41,7 @@ def activation_heatmap(path, take, rig) -> Path:
     fig.colorbar(im, ax=ax, label="activation $M_A$")
     ax.set_title(f"Muscle activation, {len(order)} muscles (fatigue scale {take.meta['fatigue']['scale']:g})",
                  fontsize=9, pad=14)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def fatigue_by_group(path, take, rig) -> Path:
@@ -70,9 +65,4 @@ def fatigue_by_group(path, take, rig) -> Path:
         axes[0].axvline(t[-1], color="r", lw=1.2)
         axes[0].text(t[-1], 0.5, " stopped", color="r", transform=axes[0].get_xaxis_transform(), fontsize=8)
     axes[0].set_title(f"Fatigue by muscle group (fatigue scale {take.meta['fatigue']['scale']:g})", fontsize=9, pad=14)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save(fig, path)

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..npzfile import read_npz
 from ..errors import InputFileError, ParameterError
 from ..rig import GROUPS, Rig
 
@@ -236,25 +236,8 @@ def load_policy(path, rig: Rig | None = None) -> PolicyFile:
     """Read and validate a policy file; InputFileError naming the file on anything wrong:
     not a zip / truncated, another format or version, another rig, missing or bad arrays."""
     path = Path(path)
-    if not path.is_file():
-        raise InputFileError(path, "policy file not found")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError, RuntimeError) as e:
-        raise InputFileError(path, f"not a readable policy .npz, truncated or corrupt ({type(e).__name__}: {e})") from None
-    if "meta" not in data:
-        raise InputFileError(path, "missing 'meta' entry: not a Sinew policy file")
-    try:
-        meta = json.loads(str(data.pop("meta")))
-    except (json.JSONDecodeError, TypeError) as e:
-        raise InputFileError(path, f"'meta' is not valid JSON ({e})") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise InputFileError(path, f"not a Sinew policy file (format {got!r}, expected {FORMAT!r})")
-    if meta.get("version") != FORMAT_VERSION:
-        raise InputFileError(path, f"policy format version {meta.get('version')!r}; this Sinew reads "
-                             f"version {FORMAT_VERSION} (re-export it with `sinew export-policy`)")
+    meta, data = read_npz(path, FORMAT, FORMAT_VERSION, "policy",
+                          hint="re-export it with `sinew export-policy`")
     rmeta = meta.get("rig") or {}
     if rig is not None:
         if rmeta.get("name") != rig.name or rmeta.get("fingerprint") != rig_fingerprint(rig):
