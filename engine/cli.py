@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
-from .errors import ParameterError, SinewError
+from .argtypes import number
+from .errors import SinewError
 
 EPILOG_INFO = """examples:
   sinew info
@@ -31,25 +31,6 @@ def _emit(summary: dict, as_json: bool, lines: list[str]) -> None:
         for line in lines:
             print(line)
         print(json.dumps(summary))
-
-
-def _finite(name: str, lo: float | None = None, hi: float | None = None, positive=False):
-    """argparse type: a finite float within bounds, refused with the parameter's name."""
-
-    def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
-        if not math.isfinite(v):
-            raise argparse.ArgumentTypeError(f"{name} must be finite, got {text}")
-        if positive and v <= 0:
-            raise argparse.ArgumentTypeError(f"{name} must be > 0, got {v:g}")
-        if lo is not None and v < lo or hi is not None and v > hi:
-            raise argparse.ArgumentTypeError(f"{name} must lie in [{lo}, {hi}], got {v:g}")
-        return v
-
-    return parse
 
 
 # ---- info -----------------------------------------------------------------------------
@@ -183,17 +164,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="Drive one fresh muscle with a target load for --on seconds, then rest for --off "
         "seconds, and plot M_A, M_R, M_F. Endurance is the time at which M_A first falls 0.01 (1%% MVC) "
         "below a load it had reached.")
-    p.add_argument("--load", type=_finite("--load", 0.0, 1.0), default=0.5, help="target load u in [0, 1] (default 0.5)")
-    p.add_argument("--on", type=_finite("--on", positive=True), default=20.0, help="seconds under load (default 20)")
-    p.add_argument("--off", type=_finite("--off", 0.0), default=40.0, help="seconds of rest after it (default 40)")
+    p.add_argument("--load", type=number("--load", 0.0, 1.0), default=0.5, help="target load u in [0, 1] (default 0.5)")
+    p.add_argument("--on", type=number("--on", positive=True), default=20.0, help="seconds under load (default 20)")
+    p.add_argument("--off", type=number("--off", 0.0), default=40.0, help="seconds of rest after it (default 40)")
     p.add_argument("--cycles", type=int, default=1, help="repeat the on/off period (default 1)")
-    p.add_argument("--F", type=_finite("--F", 0.0), default=0.01, help="fatigue rate F, 1/s (default 0.01)")
-    p.add_argument("--R", type=_finite("--R", 0.0), default=0.002, help="recovery rate R, 1/s (default 0.002)")
-    p.add_argument("--r", type=_finite("--r", 0.0), default=2.0, help="rest recovery multiplier r (default 2)")
-    p.add_argument("--LD", type=_finite("--LD", 0.0), default=50.0, help="development factor L_D, 1/s (default 50)")
-    p.add_argument("--LR", type=_finite("--LR", 0.0), default=50.0, help="relaxation factor L_R, 1/s (default 50)")
-    p.add_argument("--scale", type=_finite("--scale", 0.0), default=1.0, help="fatigue scale multiplying F and R (default 1)")
-    p.add_argument("--hz", type=_finite("--hz", positive=True), default=120.0, help="update rate (default 120, the physics rate)")
+    p.add_argument("--F", type=number("--F", 0.0), default=0.01, help="fatigue rate F, 1/s (default 0.01)")
+    p.add_argument("--R", type=number("--R", 0.0), default=0.002, help="recovery rate R, 1/s (default 0.002)")
+    p.add_argument("--r", type=number("--r", 0.0), default=2.0, help="rest recovery multiplier r (default 2)")
+    p.add_argument("--LD", type=number("--LD", 0.0), default=50.0, help="development factor L_D, 1/s (default 50)")
+    p.add_argument("--LR", type=number("--LR", 0.0), default=50.0, help="relaxation factor L_R, 1/s (default 50)")
+    p.add_argument("--scale", type=number("--scale", 0.0), default=1.0, help="fatigue scale multiplying F and R (default 1)")
+    p.add_argument("--hz", type=number("--hz", positive=True), default=120.0, help="update rate (default 120, the physics rate)")
     p.add_argument("--out", default="fatigue_curve.png", help="PNG to write (default fatigue_curve.png)")
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     p.set_defaults(func=cmd_fatigue_curve)
@@ -213,11 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
         "lengths; hold, rest with the arm muscles relaxed, hold again. Uses the paper's arm-hold "
         "fatigue rates (F = 0.1, F/R = 20, r = 2). Writes arm_hold.json and arm_hold.png.")
     p.add_argument("--backend", choices=("mujoco", "ode"), default="mujoco", help="physics backend (default mujoco)")
-    p.add_argument("--fatigue-scale", type=_finite("--fatigue-scale", 0.0), default=1.0,
+    p.add_argument("--fatigue-scale", type=number("--fatigue-scale", 0.0), default=1.0,
                    help="multiplies F and R (default 1; 0 switches fatigue off)")
-    p.add_argument("--hold", type=_finite("--hold", positive=True), default=120.0, help="seconds of the first hold (default 120)")
-    p.add_argument("--rest", type=_finite("--rest", 0.0), default=60.0, help="seconds of rest (default 60)")
-    p.add_argument("--rehold", type=_finite("--rehold", 0.0), default=60.0, help="seconds of the second hold (default 60)")
+    p.add_argument("--hold", type=number("--hold", positive=True), default=120.0, help="seconds of the first hold (default 120)")
+    p.add_argument("--rest", type=number("--rest", 0.0), default=60.0, help="seconds of rest (default 60)")
+    p.add_argument("--rehold", type=number("--rehold", 0.0), default=60.0, help="seconds of the second hold (default 60)")
     p.add_argument("--rig", default="human284", help="rig name or path (default: human284)")
     p.add_argument("--out", default="arm_hold", help="output folder (default ./arm_hold)")
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
@@ -228,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Times the muscle step (LBS, lengths, Hill, PD, fatigue, per-body "
                        "force sums) over all muscles on one core, stage by stage; then, per physics "
                        "backend, the bare physics step and the whole simulation loop.")
-    p.add_argument("--seconds", type=_finite("--seconds", positive=True), default=2.0,
+    p.add_argument("--seconds", type=number("--seconds", positive=True), default=2.0,
                    help="simulated seconds to time at 120 Hz (default 2)")
     p.add_argument("--rig", default="human284", help="rig name or path (default: human284)")
     p.add_argument("--backends", nargs="*", choices=("mujoco", "ode"), default=["mujoco", "ode"],

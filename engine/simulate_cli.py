@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
+
+from .argtypes import number
 
 EPILOG = """examples:
   sinew simulate --clip walk.bvh:60 --fatigue-scale 0 --out walk_take/
@@ -23,23 +24,6 @@ cross-faded at each switch. Writes take.npz, report.json, report.md, activation.
 """
 
 
-def _number(name: str, lo: float | None = None, positive: bool = False, integer: bool = False):
-    def parse(text: str):
-        try:
-            v = int(text) if integer else float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be {'a whole number' if integer else 'a number'}, got {text!r}") from None
-        if not math.isfinite(v):
-            raise argparse.ArgumentTypeError(f"{name} must be finite, got {text}")
-        if positive and v <= 0:
-            raise argparse.ArgumentTypeError(f"{name} must be > 0, got {v:g}")
-        if lo is not None and v < lo:
-            raise argparse.ArgumentTypeError(f"{name} must be >= {lo:g}, got {v:g}")
-        return v
-
-    return parse
-
-
 def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "simulate", help="simulate a fatigued take from mocap clips (tracking controller)",
@@ -52,14 +36,14 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--controller", choices=("tracking", "policy"), default="tracking",
                    help="tracking (no training needed, default) or policy (a trained MuscleVAE policy)")
     p.add_argument("--policy", default=None, help="policy .npz for --controller policy")
-    p.add_argument("--fatigue-scale", type=_number("--fatigue-scale", 0.0), default=1.0,
+    p.add_argument("--fatigue-scale", type=number("--fatigue-scale", 0.0), default=1.0,
                    help="multiplies the 3CC-r rates F and R (default 1; 0 = no fatigue; 50 as MuscleVAE's run-walk)")
-    p.add_argument("--residual", type=_number("--residual", 0.0), default=1.0,
+    p.add_argument("--residual", type=number("--residual", 0.0), default=1.0,
                    help="root residual strength: bound on the pelvis 'hand of god' force in body weights "
                    "(and torque in body weight x 1 m); 0 = none (default 1)")
     p.add_argument("--backend", choices=("mujoco", "ode"), default="mujoco", help="physics backend (default mujoco)")
-    p.add_argument("--seed", type=_number("--seed", 0, integer=True), default=0, help="random seed (default 0)")
-    p.add_argument("--fps", type=_number("--fps", positive=True), default=30.0,
+    p.add_argument("--seed", type=number("--seed", 0, integer=True), default=0, help="random seed (default 0)")
+    p.add_argument("--fps", type=number("--fps", positive=True), default=30.0,
                    help="output frame rate: 24, 25, 30, 50, 60 or 120 (default 30)")
     p.add_argument("--rig", default="human284", help="rig name or path (default: human284)")
     p.add_argument("--out", default="take", help="output folder (default ./take)")
