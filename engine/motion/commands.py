@@ -9,6 +9,8 @@ import argparse
 import json
 from pathlib import Path
 
+from ..argtypes import number
+
 EPILOG_RETARGET = """examples:
   sinew retarget walk.bvh --out walk_ref.npz
   sinew retarget mixamo_run.bvh --preset mixamo --json
@@ -86,26 +88,6 @@ def cmd_preview(args) -> int:
     return 0
 
 
-def _fps(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--fps must be a number, got {text!r}") from None
-    if not (v > 0 and v < 10000):
-        raise argparse.ArgumentTypeError(f"--fps must be > 0, got {text}")
-    return v
-
-
-def _frames(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--frames must be a whole number, got {text!r}") from None
-    if not 1 <= v <= 40:
-        raise argparse.ArgumentTypeError(f"--frames must lie in 1..40, got {v}")
-    return v
-
-
 def add_retarget_parser(subparsers) -> argparse.ArgumentParser:
     from .presets import PRESET_NAMES
 
@@ -125,7 +107,7 @@ def add_retarget_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--units", choices=("auto", "m", "cm", "mm", "in"), default="auto",
                    help="length unit of the file (default auto: cm when the skeleton spans > 3 units)")
     p.add_argument("--up", choices=("y", "z"), default="y", help="the file's up axis (default y)")
-    p.add_argument("--fps", type=_fps, default=120.0, help="reference frame rate (default 120, the physics rate)")
+    p.add_argument("--fps", type=number("--fps", positive=True, hi=10000.0), default=120.0, help="reference frame rate (default 120, the physics rate)")
     p.add_argument("--rig", default="human284", help="rig name or path (default: human284)")
     p.add_argument("--out", default=None, metavar="REF.npz", help="reference file to write (default: CLIP_ref.npz here)")
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
@@ -141,7 +123,7 @@ def add_preview_parser(subparsers) -> argparse.ArgumentParser:
         "front, skeleton as sticks and the 284 muscles as thin lines coloured by body part.")
     p.add_argument("reference", metavar="REF.npz", help="reference written by `sinew retarget`")
     p.add_argument("--out", default="sheet.png", help="PNG to write (default sheet.png)")
-    p.add_argument("--frames", type=_frames, default=8, help="frames to show (default 8)")
+    p.add_argument("--frames", type=number("--frames", 1, 40, integer=True), default=8, help="frames to show (default 8)")
     p.add_argument("--no-muscles", action="store_true", help="draw the skeleton only")
     p.add_argument("--rig", default=None, help="rig name or path (default: the one in the reference)")
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
