@@ -185,9 +185,8 @@ class SimulationJob:
     and cancel it. The worker never touches bpy; nothing is written to the scene until
     `bake_take` is called with the finished take, so a cancelled job leaves nothing behind.
 
-    Progress and cancellation go through `simulate(progress=...)` when the engine offers it,
-    else through the engine's progress bar (engine.progress.Progress), whose update() the job
-    observes for the length of the run.
+    Progress and cancellation go through `simulate(progress=...)`: the callback raises
+    Cancelled once the user has asked to stop.
     """
 
     def __init__(self, clips, fps: int, controller="tracking", fatigue=None, residual=1.0, seed=0,
@@ -210,34 +209,15 @@ class SimulationJob:
 
     def run(self):
         """Run to the end in the calling thread; returns the take (or raises)."""
-        import inspect
-
         from .engine import take as take_mod
         from .engine.control.tracking import TrackingParams
 
         self.started = time.perf_counter()
         kwargs = dict(controller=self.controller, fatigue=self.fatigue, backend=self.backend,
                       seed=int(self.seed), fps=self.fps, params=TrackingParams(residual=float(self.residual)))
-        sig = inspect.signature(take_mod.simulate).parameters
-        if self.policy and "policy" in sig:
+        if self.policy:
             kwargs["policy"] = self.policy
-        if "progress" in sig:
-            kwargs["progress"] = self._progress
-            self.take = take_mod.simulate(load_model(), self.clips, **kwargs)
-        else:
-            job = self
-
-            class _Bar(take_mod.Progress):
-                def update(self, done):
-                    job._progress(done / self.total)
-                    super().update(done)
-
-            saved = take_mod.Progress
-            take_mod.Progress = _Bar
-            try:
-                self.take = take_mod.simulate(load_model(), self.clips, **kwargs)
-            finally:
-                take_mod.Progress = saved
+        self.take = take_mod.simulate(load_model(), self.clips, progress=self._progress, **kwargs)
         self.fraction = 1.0
         self.finished = time.perf_counter()
         return self.take

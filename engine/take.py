@@ -206,9 +206,12 @@ def joint_errors_deg(rig: Rig, diff: np.ndarray) -> float:
 
 def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.FatigueParams | None = None,
              backend: str = "mujoco", seed: int = 0, fps: int = 30, params=None, policy=None,
-             label: str = "simulating", blend: float = 0.4) -> Take:
+             label: str = "simulating", blend: float = 0.4, progress=None) -> Take:
     """Simulate a take of clips [(path or Reference, seconds), ...] played in order (each
-    looped for its duration, cross-faded into the next) under a controller; see Take."""
+    looped for its duration, cross-faded into the next) under a controller; see Take.
+
+    `progress(fraction)`, when given, is called about 100 times during the run (and replaces
+    the terminal bar); an exception it raises (a user's cancel) stops the run and propagates."""
     from .control.plan import MotionPlan, load_clip
     from .control.tracking import TrackingController, TrackingParams
     from .simulation import Recording, Simulation, SimulationDiverged
@@ -290,7 +293,9 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     wall0 = time.perf_counter()
     clock = time.perf_counter
     cmd = None
+    every = max(n // 100, 1)
     with Progress(label, n) as bar:
+        bar.enabled = bar.enabled and progress is None
         try:
             for i in range(n):
                 if cmd is None or sim.steps % ctrl.period == 0:
@@ -309,6 +314,8 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
                         reason = f"fell at t = {sim.time:.2f} s (pelvis {q[2]:.2f} m above the floor)"
                         break
                 bar.update(i)
+                if progress is not None and i % every == 0:
+                    progress(i / n)
         except SimulationDiverged as e:
             diverged, stop_time, reason = True, sim.time, str(e)
     wall = clock() - wall0
