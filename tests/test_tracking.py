@@ -39,6 +39,53 @@ def test_fast_moment_arms_equal_the_analytic_ones(posed):
     assert np.allclose(posed["A"], posed["A_ref"], atol=1e-12)
 
 
+def test_mujoco_body_jacobians_equal_the_rigs_kinematics(rig):
+    """The controller takes body Jacobians from MuJoCo (mj_jac); they must equal the ones the
+    moment-arm model derives from the rig's own forward kinematics."""
+    from engine.control import MomentArms
+    from engine.control.plan import MotionPlan, load_clip
+    from engine.control.tracking import TrackingController
+    from engine.simulation import Simulation
+
+    sim = Simulation(rig)
+    rng = np.random.default_rng(7)
+    q = kin.rest_q(rig)
+    q[2] = 1.1
+    dv = rng.normal(scale=0.3, size=rig.num_dofs)
+    dv[:3] = 0
+    from engine.control.plan import QSpace
+
+    q = QSpace(rig).add(q, dv)
+    sim.physics.set_q(q)
+    state = sim.physics.body_state()
+    ref, _ = load_clip(rig, WALK)
+    ctrl = TrackingController(sim, MotionPlan(rig, [(ref, 1.0, "walk")]))
+    w, v = ctrl.body_jacobians()
+    root, local = kin.q_to_pose(rig, q)
+    G, x, _, bp = kin.forward_kinematics(rig, root, local)
+    w_ref, v_ref = MomentArms(rig, sim.muscles).body_jacobians(G, x, bp)
+    assert np.abs(w_ref).max() > 0.5
+    assert np.allclose(w, w_ref, atol=1e-9) and np.allclose(v, v_ref, atol=1e-9)
+
+
+@pytest.mark.parametrize("smooth", [0.0, 10.0])
+def test_daqp_and_scipy_solve_the_same_coordination(rig, posed, smooth):
+    """Two solvers, one problem: DAQP (on the residual-as-unknown form) and scipy's BVLS."""
+    from engine.control import CoordinationWeights, coordinate
+
+    A, flfv, fpe = posed["A"], posed["flfv"], posed["fpe"]
+    rng = np.random.default_rng(1)
+    tau = -A.T @ (rig.muscle_f0 * (rng.uniform(0, 0.6, 284) * flfv + fpe)) + rng.normal(scale=5, size=rig.num_dofs)
+    lb = rng.uniform(0, 0.1, 284)
+    ub = lb + rng.uniform(0.05, 0.5, 284)
+    w = CoordinationWeights(activation=1.0, smooth=smooth)
+    warm = rng.uniform(0, 0.3, 284)
+    a = coordinate(tau, A, rig.muscle_f0, flfv, fpe, lb, ub, w, solver="daqp", warm=warm)
+    b = coordinate(tau, A, rig.muscle_f0, flfv, fpe, lb, ub, w, solver="lsq", warm=warm)
+    assert ((a.activation <= lb + 1e-12) | (a.activation >= ub - 1e-12)).sum() > 20  # bounds are active
+    assert np.abs(a.activation - b.activation).max() < 1e-5
+
+
 def test_coordination_meets_a_feasible_torque(rig, posed):
     from engine.control import CoordinationWeights, coordinate
 

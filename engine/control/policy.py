@@ -206,6 +206,11 @@ class PolicyFile:
         return int(self.meta["latent_dim"])
 
     @property
+    def action_scale(self) -> float:
+        """The network's output times this is the action (1 in files written before it existed)."""
+        return float(self.meta.get("action_scale", 1.0))
+
+    @property
     def has_task(self) -> bool:
         return bool(self._cache["task"])
 
@@ -229,7 +234,8 @@ class PolicyFile:
         return mlp(self._cache["task"], np.concatenate([sn, g], -1))
 
     def action(self, sn, z):
-        return moe(self._cache["policy.gate"], self._cache["policy.expert"], np.concatenate([sn, z], -1))
+        return self.action_scale * moe(self._cache["policy.gate"], self._cache["policy.expert"],
+                                       np.concatenate([sn, z], -1))
 
 
 def load_policy(path, rig: Rig | None = None) -> PolicyFile:
@@ -264,6 +270,9 @@ def load_policy(path, rig: Rig | None = None) -> PolicyFile:
             raise InputFileError(path, f"array {k!r} has shape {data[k].shape}, expected {shape}")
     if np.any(data["norm.state_std"] <= 0) or np.any(data["norm.target_std"] <= 0):
         raise InputFileError(path, "normalisation std must be positive")
+    scale = meta.get("action_scale", 1.0)
+    if not isinstance(scale, (int, float)) or not (np.isfinite(scale) and scale > 0):
+        raise InputFileError(path, f"action_scale must be a positive number, got {scale!r}")
     pf = PolicyFile(meta, data, path)
     # check each network chains: input and output sizes
     chains = {"prior": (S, latent), "posterior": (S + T, latent), "policy.gate": (S + latent, None),

@@ -14,7 +14,9 @@ Every `period` physics steps:
    otherwise; the leg rows see the ground reaction the contacts were given.
 5. Muscle coordination (engine.control.coordination): activations inside the 3CC-r bounds
    of the coming step, contact forces, and a root residual bounded by `residual` x body
-   weight (force) and x body weight x 1 m (torque), in one bounded least-squares solve.
+   weight (force) and x body weight x 1 m (torque), in bounded least-squares solves (DAQP),
+   with a small pull towards the last step's activations. Body Jacobians for the moment
+   arms and contacts come from MuJoCo (mj_jac) at the physics state.
 6. The activations are held until the next decision (the muscle step clips them to the
    bounds again each step, so fatigue acts physically); the residual, converted to a force
    and torque on the pelvis, is held too.
@@ -48,7 +50,10 @@ class TrackingParams:
 
     kp: float = 400.0  # 1/s^2 on joint and root position errors (20 rad/s natural frequency)
     kd: float = 40.0  # 1/s on velocity errors (critically damped)
-    period: int = 1  # physics steps per decision (1 = 120 Hz; 2 and 4 lost the walk, see report)
+    # physics steps per decision (1 = 120 Hz). Held activations over 2 steps lose the walk
+    # (~20 deg); so does feeding the torque change between decisions through the solve's
+    # exact sensitivity d alpha / d tau (measured: the active set changes every step).
+    period: int = 1
     residual: float = 1.0  # residual strength: bound on the root residual in body weights
     # m: box corners nearer the floor than this may carry load in the plan. Small, not 15 mm:
     # with 15 mm the plan hands load to corners that are not touching yet (a heel or toe
@@ -56,7 +61,10 @@ class TrackingParams:
     # walk stumbles. Measured on the fresh walk (20 s) with the corrected foot boxes:
     # 2 mm 5.70 deg / 0.49 cm, 4 mm 5.91 deg / 0.52 cm, 8 mm and 15 mm fall apart at once.
     contact_margin: float = 0.002
-    weights: CoordinationWeights = field(default_factory=lambda: CoordinationWeights(activation=0.01))
+    # activation 1 and smooth 10 (per unit^2, against 1 per (N m)^2 of joint-torque error):
+    # measured on the fresh walk against activation 0.01 alone, mean activation 0.21 instead
+    # of 0.30 (less co-contraction), half the solver iterations, and 5.9 against 5.7 deg at 20 s.
+    weights: CoordinationWeights = field(default_factory=lambda: CoordinationWeights(activation=1.0, smooth=10.0))
 
     def validate(self) -> "TrackingParams":
         for name in ("kp", "kd", "residual", "contact_margin"):
@@ -98,6 +106,8 @@ class TrackingController:
         mu = FRICTION
         self._edges = np.array([[mu, 0, 1], [-mu, 0, 1], [0, mu, 1], [0, -mu, 1]], float)
         self._warm = None
+        self._jp = np.zeros((sim.rig.num_bodies, 3, self.model.nv))
+        self._jr = np.zeros((sim.rig.num_bodies, 3, self.model.nv))
         self.last = None  # the last decision's details, for probes and tests
         self.stats = dict(solve_s=0.0, prepare_s=0.0, decisions=0)
 
@@ -113,25 +123,22 @@ class TrackingController:
         that are within `contact_margin` of the floor: each edge is n + mu t for a tangent
         t = +-x, +-y, and its force beta >= 0 (a linearised cone, as MuJoCo's pyramidal
         contacts). The lowest 4 corners of each contact body are candidates."""
-        rig = self.rig
         w, v = jac  # (nv, B, 3)
         bodies = self._contact_bodies
         corners = np.einsum("bij,bkj->bki", state.rot[bodies], self._corner_local[bodies]) + state.pos[bodies][:, None]
-        rows = []
-        for j, b in enumerate(bodies):
-            z = corners[j, :, 2]
-            for k in np.argsort(z)[:4]:
-                if z[k] >= self.params.contact_margin:
-                    continue
-                r = corners[j, k] - state.pos[b]
-                Jp = v[:, b, :] + np.cross(w[:, b, :], r)  # (nv, 3) velocity of the corner per DOF
-                rows.append(Jp @ self._edges.T)  # (nv, 4)
-        if not rows:
-            return np.zeros((0, rig.num_dofs))
-        return np.concatenate(rows, axis=1).T
+        low = np.argsort(corners[..., 2], axis=1)[:, :4]  # the 4 lowest corners of each body
+        pts = np.take_along_axis(corners, low[..., None], axis=1).reshape(-1, 3)
+        owner = np.repeat(bodies, 4)
+        near = pts[:, 2] < self.params.contact_margin
+        pts, owner = pts[near], owner[near]
+        if not len(pts):
+            return np.zeros((0, self.rig.num_dofs))
+        r = pts - state.pos[owner]
+        Jp = v[:, owner, :] + np.cross(w[:, owner, :], r[None])  # (nv, P, 3) corner velocity per DOF
+        return np.einsum("npi,ei->pen", Jp, self._edges).reshape(-1, Jp.shape[0])
 
     def dynamics(self, q, qd):
-        """M, c - passive (nv,), and contact pyramid Jacobians (nc, nv) at the state."""
+        """M (with the implicit joint damping) and c - passive (nv,) at the state."""
         m, d = self.model, self.data
         if self._shadow:
             d.qpos[:], d.qvel[:] = q, qd
@@ -139,45 +146,39 @@ class TrackingController:
         mujoco.mj_fullM(m, d, self._M)
         # implicitfast integrates joint damping implicitly: the step sees M + dt D
         self._M[np.diag_indices(m.nv)] += m.opt.timestep * m.dof_damping
-        bias = d.qfrc_bias - d.qfrc_passive
-        n = d.nefc
-        if n:
-            J = np.asarray(d.efc_J).reshape(-1, m.nv)[:n] if not mujoco.mj_isSparse(m) else self._dense_efc()
-            typ = d.efc_type[:n]
-            dist = d.efc_pos[:n]  # contact rows: signed distance of the contact
-            keep = (typ == int(mujoco.mjtConstraint.mjCNSTR_CONTACT_PYRAMIDAL)) & (dist < self.params.contact_margin)
-            Jc = J[keep]
-        else:
-            Jc = np.zeros((0, m.nv))
-        return self._M, bias, Jc
-
-    def _dense_efc(self):
-        m, d = self.model, self.data
-        out = np.zeros((d.nefc, m.nv))
-        mujoco.mju_sparse2dense(out, d.efc_J, d.efc_J_rownnz, d.efc_J_rowadr, d.efc_J_colind)
-        return out
+        return self._M, d.qfrc_bias - d.qfrc_passive
 
     # ---- the decision -----------------------------------------------------------------
+    def body_jacobians(self):
+        """Angular and linear velocity of every body's centre per unit velocity of each DOF,
+        (nv, B, 3) each, from MuJoCo's mj_jac at the data's current state."""
+        m, d = self.model, self.data
+        for b in range(self.rig.num_bodies):
+            mujoco.mj_jac(m, d, self._jp[b], self._jr[b], d.xipos[b + 1], b + 1)
+        return self._jr.transpose(2, 0, 1), self._jp.transpose(2, 0, 1)
+
+    def _torques(self, sim):
+        """q, the wanted joint torques tau (nv,) at this step, and q_ref."""
+        q, qd = sim.physics.get_q()
+        a_star, q_ref = self.wanted_acceleration(q, qd, sim.steps)
+        Mm, bias = self.dynamics(q, qd)
+        return q, Mm @ a_star + bias, q_ref
+
     def act(self, sim, state) -> MuscleCommand:
         import time
 
-        t0 = time.perf_counter()
-        rig = self.rig
-        q, qd = sim.physics.get_q()
-        a_star, q_ref = self.wanted_acceleration(q, qd, sim.steps)
-        Mm, bias, _ = self.dynamics(q, qd)
-        tau = Mm @ a_star + bias
-        ms = sim.muscles
-        u, length, rate = ms.kinematics(state.rot, state.pos, state.linvel, state.angvel)
         from .. import muscle as hill
 
+        t0 = time.perf_counter()
+        rig = self.rig
+        q, tau, q_ref = self._torques(sim)
+        ms = sim.muscles
+        u, length, rate = ms.kinematics(state.rot, state.pos, state.linvel, state.angvel)
         lbar = hill.normalized_length(length, rig.muscle_rest_length, rig.muscle_lt, rig.muscle_lm)
         vbar = hill.normalized_velocity(rate, rig.muscle_rest_length, rig.muscle_lm)
         flfv, fpe = hill.active_and_passive(lbar, vbar)
-        root_pos, local_rot = kin.q_to_pose(rig, q)
-        Gj, xj, _, _ = kin.forward_kinematics(rig, root_pos, local_rot)
-        jac = self.arms.body_jacobians(Gj, xj, state.pos)
-        A = self.arms(u, state.rot, Gj, xj, state.pos, jac)
+        jac = self.body_jacobians()
+        A = self.arms(u, state.rot, None, None, state.pos, jac)
         Jc = self.contact_jacobian(state, jac)
         p = ms.params
         lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, ms.dt, p.F_eff, p.LD, p.LR)
@@ -191,8 +192,8 @@ class TrackingController:
         t2 = time.perf_counter()
         # residual generalised force -> force at the pelvis centre and torque (world)
         force = g[:3].copy()
-        G0 = Gj[0]
-        torque = G0 @ g[3:] - np.cross(state.pos[0] - q[:3], force)
+        R0 = state.rot[0] @ rig.body_rest_rot[0].T  # the root joint's frame
+        torque = R0 @ g[3:] - np.cross(state.pos[0] - q[:3], force)
         achieved = sol.achieved + contact_gf
         achieved[:6] += g
         self.last = dict(tau=tau, achieved=achieved, contact_gf=contact_gf, muscle_gf=sol.achieved, residual=g, activation=sol.activation,
