@@ -14,9 +14,9 @@ mean 17.6 deg, 18 cm, residual 0.4 body weights). The bundled sprint falls at ~1
 fresh. Speed ~0.2-0.3x real time: the 284-muscle QP (DAQP) takes 15-35 ms a step and the
 preparation ~5 ms; muscles + physics ~1 ms.
 """
-from .coordination import CoordinationWeights, MomentArms, coordinate, distribute_contacts
+from .coordination import CoordinationWeights, MomentArms, coordinate
 from .plan import CyclicClip, MotionPlan, QSpace, load_clip, parse_clip_arg
 from .tracking import TrackingController, TrackingParams
 
 __all__ = ["CoordinationWeights", "CyclicClip", "MomentArms", "MotionPlan", "QSpace", "TrackingController",
-           "TrackingParams", "coordinate", "distribute_contacts", "load_clip", "parse_clip_arg"]
+           "TrackingParams", "coordinate", "load_clip", "parse_clip_arg"]

@@ -92,29 +92,41 @@ class CoordinationResult:
     activation: np.ndarray  # (M,)
     achieved: np.ndarray  # (nv,) generalised force the muscles produce, -A^T f
     status: int
+    contact: np.ndarray  # (nc,) pyramid-edge forces beta >= 0 (empty without contacts)
+    residual: np.ndarray  # (6,) root residual generalised force (zeros without one)
 
 
 @dataclass(frozen=True)
 class CoordinationWeights:
-    """Costs of the muscle solve relative to a 1 N m error in a joint torque (weight 1):
-    activation: sum alpha^2 (MASS eq. 13's effort term). contact: per N^2 of pyramid-edge
-    force in the contact distribution (spreads the load over the contact points). smooth:
-    sum (alpha - alpha_prev)^2, which picks, among the many activation patterns that give
-    nearly the same torques (284 muscles, ~50 joint DOFs), the one nearest the last."""
+    """Costs of the solve relative to a 1 N m error in a joint torque (weight 1).
+    activation: sum alpha^2 (MASS eq. 13's effort term). smooth: sum (alpha - alpha_prev)^2,
+    which picks, among the many activation patterns that give nearly the same torques
+    (284 muscles, ~50 joint DOFs), the one nearest the last. contact: per N^2 of
+    pyramid-edge force (spreads the load over the contact points). residual: per N^2 (N m^2)
+    of root residual, dearer than contact so the ground carries what it can."""
 
     activation: float = 1.0
     contact: float = 1e-4
-    smooth: float = 0.0  # per unit^2 of change from the previous decision's activation
+    smooth: float = 0.0
+    residual: float = 1e-2
 
 
 def coordinate(tau, A, f0, flfv, fpe, lb, ub, weights: CoordinationWeights = CoordinationWeights(),
-               solver: str = "auto", warm=None) -> CoordinationResult:
-    """Activations alpha in [lb, ub] whose generalised force -A^T f(alpha) best meets tau.
+               solver: str = "auto", warm=None, Jc=None, residual_bound=None) -> CoordinationResult:
+    """Activations alpha in [lb, ub], contact forces beta >= 0 and a bounded root residual r
+    whose generalised forces together best meet tau, in one bounded least-squares problem:
 
-    min ||-A^T f(alpha) - tau||^2 + w sum alpha^2,  f = f0 (alpha flfv + fpe)
-    tau (nv,), A (M, nv) moment arms dl/dq, f0/flfv/fpe/lb/ub (M,). Rows of A that are
-    all zero (the root's DOFs) drop out. solver: 'daqp' (dual active set, DAQP), 'lsq'
-    (scipy.optimize.lsq_linear, BVLS), or 'auto' (DAQP when installed).
+    min || -A^T f(alpha) + Jc^T beta + S^T r - tau ||^2 + w_a |alpha|^2 + w_s |alpha - alpha_prev|^2
+        + w_c |beta|^2 + w_r |r|^2,       f = f0 (alpha flfv + fpe)
+
+    tau (nv,), A (M, nv) moment arms dl/dq, f0/flfv/fpe/lb/ub (M,); Jc (nc, nv) friction-
+    pyramid edge Jacobians (None: no contacts); residual_bound (6,) or None (no residual);
+    S selects the root's 6 rows. Solving muscles and
+    contacts together matters: the ground force is split among the contact points in a way
+    the muscles can balance at the joints (a split chosen for the root alone asks the ankle
+    for torques about axes no muscle spans). warm: the last activations (smooth term and a
+    warm start). solver: 'daqp' (dual active set, DAQP), 'lsq' (scipy.optimize.lsq_linear,
+    BVLS), or 'auto' (DAQP when installed).
     """
     M, nv = A.shape
     gain = f0 * flfv  # force per unit activation
@@ -122,34 +134,31 @@ def coordinate(tau, A, f0, flfv, fpe, lb, ub, weights: CoordinationWeights = Coo
     rhs = tau + A.T @ (f0 * fpe)
     lo, hi = np.asarray(lb, float), np.maximum(np.asarray(ub, float), lb)
     reg = np.full(M, weights.activation)
-    pull = None
+    pull = np.zeros(M)
     if weights.smooth > 0 and warm is not None:
         # w_a a^2 + w_s (a - a_prev)^2 = (w_a + w_s) a^2 - 2 w_s a_prev a + const
         reg = reg + weights.smooth
         pull = weights.smooth * np.asarray(warm, float)
-    x, status = _bounded_lsq(G, rhs, reg, lo, hi, solver, warm, pull)
-    return CoordinationResult(x, G @ x - A.T @ (f0 * fpe), status)
-
-
-
-def distribute_contacts(wrench, Jc, bound=None, weight: float = 1e-4, solver: str = "auto"):
-    """Contact forces and root residual for the root's generalised force `wrench` (6,).
-
-    The root rows of the inverse dynamics are the net external wrench the motion needs;
-    only the ground and the residual can supply them. beta >= 0 (pyramid-edge forces,
-    Jc (nc, 6) their root Jacobian rows) minimises ||Jc^T beta - wrench||^2 + weight |beta|^2;
-    the residual r = wrench - Jc^T beta, clipped to +-bound (None: no residual).
-    Returns (beta, r).
-    """
-    nc = len(Jc)
-    if nc:
-        beta, _ = _bounded_lsq(Jc.T, wrench, np.full(nc, weight), np.zeros(nc), np.full(nc, BIG), solver, None)
-        left = wrench - Jc.T @ beta
-    else:
-        beta, left = np.zeros(0), np.asarray(wrench, float).copy()
-    if bound is None:
-        return beta, np.zeros(6)
-    return beta, np.clip(left, -bound, bound)
+    blocks, nc, nr = [G], 0, 0
+    if Jc is not None and len(Jc):
+        nc = len(Jc)
+        blocks.append(Jc.T)
+        reg, pull = np.r_[reg, np.full(nc, weights.contact)], np.r_[pull, np.zeros(nc)]
+        lo, hi = np.r_[lo, np.zeros(nc)], np.r_[hi, np.full(nc, BIG)]
+    if residual_bound is not None:
+        nr = 6
+        S = np.zeros((nv, 6))
+        S[np.arange(6), np.arange(6)] = 1.0
+        blocks.append(S)
+        reg, pull = np.r_[reg, np.full(6, weights.residual)], np.r_[pull, np.zeros(6)]
+        lo, hi = np.r_[lo, -residual_bound], np.r_[hi, residual_bound]
+    Gall = np.hstack(blocks) if len(blocks) > 1 else G
+    start = None
+    if warm is not None:
+        start = np.r_[np.asarray(warm, float), np.zeros(nc + nr)]
+    z, status = _bounded_lsq(Gall, rhs, reg, lo, hi, solver, start, pull if pull.any() else None)
+    x = z[:M]
+    return CoordinationResult(x, G @ x - A.T @ (f0 * fpe), status, z[M:M + nc], z[M + nc:] if nr else np.zeros(6))
 
 
 def _bounded_lsq(G, rhs, reg, lo, hi, solver, warm, pull=None):

@@ -7,16 +7,16 @@ Every `period` physics steps:
    differences on the configuration manifold (mj_differentiatePos).
 3. Inverse dynamics without contacts: tau = M qddot* + c(q, qdot) - passive (joint
    damping), from MuJoCo's mass matrix and bias forces at the current state.
-4. Contacts enter the coordination, not the inverse dynamics: every ground contact within
-   `contact_margin` contributes its friction-pyramid edges (MuJoCo's own pyramidal cone
-   Jacobians) as non-negative force unknowns. So the root's 6 rows of tau, which no muscle
-   can produce, are met by the ground where the feet can push and by the residual
-   otherwise; the leg rows see the ground reaction the contacts were given.
+4. Contacts enter the coordination, not the inverse dynamics: every foot-box corner within
+   `contact_margin` of the floor contributes its friction-pyramid edges as non-negative
+   force unknowns. The root's 6 rows of tau, which no muscle can produce, are met by the
+   ground where the feet can push and by the residual otherwise.
 5. Muscle coordination (engine.control.coordination): activations inside the 3CC-r bounds
-   of the coming step, contact forces, and a root residual bounded by `residual` x body
-   weight (force) and x body weight x 1 m (torque), in bounded least-squares solves (DAQP),
-   with a small pull towards the last step's activations. Body Jacobians for the moment
-   arms and contacts come from MuJoCo (mj_jac) at the physics state.
+   of the coming step, the contact forces, and a root residual bounded by `residual` x body
+   weight (force) and x body weight x 1 m (torque), in one bounded least-squares solve
+   (DAQP), with a small pull towards the last step's activations. Solving them together
+   lets the ground force be split in a way the leg muscles can balance. Body Jacobians
+   for the moment arms and contacts come from MuJoCo (mj_jac) at the physics state.
 6. The activations are held until the next decision (the muscle step clips them to the
    bounds again each step, so fatigue acts physically); the residual, converted to a force
    and torque on the pelvis, is held too.
@@ -36,7 +36,7 @@ from .. import fatigue as fat
 from .. import kinematics as kin
 from ..errors import ParameterError
 from ..simulation import MuscleCommand
-from .coordination import CoordinationWeights, MomentArms, coordinate, distribute_contacts
+from .coordination import CoordinationWeights, MomentArms, coordinate
 from .plan import MotionPlan
 
 G = 9.81
@@ -64,7 +64,7 @@ class TrackingParams:
     # activation 1 and smooth 10 (per unit^2, against 1 per (N m)^2 of joint-torque error):
     # measured on the fresh walk against activation 0.01 alone, mean activation 0.21 instead
     # of 0.30 (less co-contraction), half the solver iterations, and 5.9 against 5.7 deg at 20 s.
-    weights: CoordinationWeights = field(default_factory=lambda: CoordinationWeights(activation=1.0, smooth=10.0))
+    weights: CoordinationWeights = field(default_factory=lambda: CoordinationWeights(activation=1.0, smooth=10.0, residual=0.1))
 
     def validate(self) -> "TrackingParams":
         for name in ("kp", "kd", "residual", "contact_margin"):
@@ -183,11 +183,10 @@ class TrackingController:
         p = ms.params
         lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, ms.dt, p.F_eff, p.LD, p.LR)
         t1 = time.perf_counter()
-        beta, g = distribute_contacts(tau[:6], Jc[:, :6], self.residual_bound, self.params.weights.contact)
-        contact_gf = Jc.T @ beta
-        tau_m = tau - contact_gf
-        tau_m[:6] = 0.0
-        sol = coordinate(tau_m, A, rig.muscle_f0, flfv, fpe, lb, ub, self.params.weights, warm=self._warm)
+        sol = coordinate(tau, A, rig.muscle_f0, flfv, fpe, lb, ub, self.params.weights, warm=self._warm,
+                         Jc=Jc, residual_bound=self.residual_bound)
+        contact_gf = Jc.T @ sol.contact
+        g = sol.residual
         self._warm = sol.activation
         t2 = time.perf_counter()
         # residual generalised force -> force at the pelvis centre and torque (world)
