@@ -5,14 +5,18 @@
 - `MotionPlan` (engine.control.plan): clips made cyclic, looped and chained.
 - engine.control.policy (MuscleVAE policies) arrives with the training work.
 
-Measured (issue 5, 2-core machine, one thread, MuJoCo): the controller must decide every
-physics step (120 Hz): holding the solve for 2 or 4 steps (60 / 30 Hz) lost the walk
-within 2 s (11.6 / 12.3 deg mean joint error against 2.7 deg at 120 Hz over 3 s). Gains
-kp 400 / kd 40 beat 225 / 30 (fell) and 900 / 60, 1600 / 80 (6.9-13 deg). Fresh walk:
-5.2-6.0 deg and 1 cm for the first 10 s, then a stumble it does not recover from (60 s
-mean 17.6 deg, 18 cm, residual 0.4 body weights). The bundled sprint falls at ~1 s even
-fresh. Speed ~0.2-0.3x real time: the 284-muscle QP (DAQP) takes 15-35 ms a step and the
-preparation ~5 ms; muscles + physics ~1 ms.
+Measured (issue 5, 2-core machine, one thread, MuJoCo):
+- The controller decides every physics step (120 Hz). Holding the activations for 2 steps
+  loses the walk (~20 deg); so does mapping the torque change between solves through the
+  solve's exact sensitivity, and re-solving with 1-step-old moment arms costs ~3 deg.
+- Gains kp 400 / kd 40 beat 225 / 30 and 900 / 60 on the walk.
+- Solving muscles, contact forces and the residual together (not contacts first) took the
+  fresh 60 s walk from 6.1 to 4.5 deg: a contact split chosen for the root alone asked the
+  ankles for torques about the vertical axis, which only 2 muscles span by more than 1 cm.
+- The ankles (14-17 deg) and toes (9-12 deg) are still the weakest joints.
+- The bundled sprint (5.4 m/s) is not tracked: ~20 deg, and the residual saturates.
+- Speed ~0.3x real time: the QP (~320 unknowns, 56 equalities, ~150 DAQP iterations) takes
+  ~10-20 ms a step; preparation ~2-4 ms; muscles + physics ~0.5-1 ms.
 """
 from .coordination import CoordinationWeights, MomentArms, coordinate
 from .plan import CyclicClip, MotionPlan, QSpace, load_clip, parse_clip_arg
