@@ -132,6 +132,11 @@ def cmd_bench(args) -> int:
     from .bench import run_bench
 
     summary, lines = run_bench(seconds=args.seconds, rig_name=args.rig, backends=args.backends)
+    if args.tracking > 0:
+        from .bench_tracking import bench_tracking
+
+        summary["tracking"], more = bench_tracking(seconds=args.tracking, rig_name=args.rig)
+        lines += more
     _emit(summary, args.json, lines)
     return 0
 
@@ -208,12 +213,16 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=fmt,
                        description="Times the muscle step (LBS, lengths, Hill, PD, fatigue, per-body "
                        "force sums) over all muscles on one core, stage by stage; then, per physics "
-                       "backend, the bare physics step and the whole simulation loop.")
+                       "backend, the bare physics step and the whole simulation loop; then the "
+                       "tracking controller on a fresh walk, split into preparation, solve, and "
+                       "muscles + physics.")
     p.add_argument("--seconds", type=number("--seconds", positive=True), default=2.0,
                    help="simulated seconds to time at 120 Hz (default 2)")
     p.add_argument("--rig", default="human284", help="rig name or path (default: human284)")
     p.add_argument("--backends", nargs="*", choices=("mujoco", "ode"), default=["mujoco", "ode"],
                    help="physics backends to time (default: both; none for the muscle step only)")
+    p.add_argument("--tracking", type=number("--tracking", 0.0), default=2.0,
+                   help="simulated seconds of the tracking-controller walk to time (default 2; 0 skips it)")
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     p.set_defaults(func=cmd_bench)
 

@@ -58,9 +58,14 @@ def test_fatigue_curve_bad_parameters(tmp_path, args, name):
 
 
 def test_bench_json_reports_every_stage():
-    s = last_json(sinew("bench", "--seconds", "0.2", "--json"))
+    s = last_json(sinew("bench", "--seconds", "0.2", "--tracking", "0.25", "--json"))
     assert set(s["step_us"]) >= {"lbs", "lengths", "hill_pd", "fatigue", "forces", "muscle_step_total"}
     assert all(np.isfinite(v) and v > 0 for v in s["step_us"].values())
+    t = s["tracking"]["step_us"]
+    assert {"tracking_prepare", "tracking_solve", "muscles_and_physics"} <= set(t)
+    # the parts add up to (no more than) the whole loop
+    parts = t["tracking_prepare"] + t["tracking_solve"] + t["muscles_and_physics"]
+    assert 0 < parts <= t["tracking_total"] * 1.01
 
 
 def test_help_has_examples():
