@@ -30,7 +30,7 @@ demo: $(STAMP)
 	$(VENV)/bin/sinew retarget $(MASS_MOTION)/walk.bvh --out $(OUT)/walk_ref.npz
 	$(VENV)/bin/sinew preview $(OUT)/walk_ref.npz --out $(OUT)/walk_sheet.png
 	$(VENV)/bin/sinew arm-hold --out $(OUT)/arm_hold
-	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh:10 --out $(OUT)/walk_take
+	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh:20 --fatigue-scale 50 --out $(OUT)/tired_walk
 	$(PY) scripts/demo_scene.py $(MASS_MOTION)/walk.bvh $(OUT)/demo_scene.blend
 	$(VENV)/bin/sinew bake $(OUT)/demo_scene.blend --armature walk --clip $(MASS_MOTION)/walk.bvh:5 --out $(OUT)/fatigued_take.blend
 	$(PY) scripts/render_preview.py $(OUT)/fatigued_take.blend $(OUT)/fatigued_take.png --size 640x360 --samples 16
@@ -43,6 +43,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(VENV)/bin/sinew bench --seconds 5
 	$(PY) benchmarks/retarget_10min.py
+	$(PY) benchmarks/blender_display.py --repeat 3
 
 # One Blender extension zip per platform into dist/, validated (runtime wheels cached in dist/wheels).
 extension: $(STAMP)
