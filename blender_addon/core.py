@@ -62,10 +62,17 @@ def stored_mapping(arm) -> dict:
 
 def store_mapping(arm, mapping: dict, label: str) -> None:
     s = arm.sinew
-    s.bone_map.clear()
+    # edited in place, never cleared: on a library override the items that came from the
+    # library cannot be removed, only changed (and new ones appended)
+    items = {it.body: it for it in s.bone_map}
+    for it in s.bone_map:
+        if it.body not in MODEL_BODIES:
+            it.bone = ""
     for body in MODEL_BODIES:
-        it = s.bone_map.add()
-        it.body = body
+        it = items.get(body)
+        if it is None:
+            it = s.bone_map.add()
+            it.body = body
         it.bone = mapping.get(body, "")
     s.map_source = label
 
@@ -114,10 +121,23 @@ def retargeter(arm, mapping: dict | None = None):
                              "import a JSON map)") from None
 
 
+def check_editable(arm) -> None:
+    """The armature object must be local or an editable library override: Sinew stores the
+    bone map on it and gives it a new Action. Linked data is never written."""
+    if getattr(arm, "library", None) is not None:
+        raise ParameterError("armature", f"{arm.name!r} is linked from {arm.library.filepath!r} and cannot be "
+                             "edited: make a library override of it first (Object > Library Override > Make)")
+    ov = getattr(arm, "override_library", None)
+    if ov is not None and getattr(ov, "is_system_override", False):
+        raise ParameterError("armature", f"{arm.name!r} is a non-editable (system) library override: make it "
+                             "editable first (Object > Library Override > Make Editable)")
+
+
 def retarget_to_model(context, arm, prefs=None) -> dict:
     """Detect (if needed) and store the bone map, then build the display. Returns a summary."""
     from . import display
 
+    check_editable(arm)
     if not stored_mapping(arm):
         mp, label = detect_mapping(arm)
         store_mapping(arm, mp, label)
@@ -312,6 +332,7 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
 
     if arm is None or getattr(arm, "type", None) != "ARMATURE":
         raise ParameterError("armature", f"{getattr(arm, 'name', arm)!r} is not an armature")
+    check_editable(arm)
     retargeter(arm)  # the rig must map before any simulation work
     fps = check_fps(round(scene_fps(context.scene), 6) if fps is None else fps)
     out = []

@@ -1,14 +1,18 @@
 """The musculoskeletal display: plain Blender data that needs no add-on to play or render.
 
 Per armature, a collection "Sinew <armature>" with
-- "<armature>.sinew_bones": the model's bone meshes, one mesh, skinned rigidly to the mapped
-  armature bones (vertex groups + an Armature modifier);
-- "<armature>.sinew_muscles": the 284 muscle polylines (1,212 waypoints; each waypoint skinned
-  to one or two bones with the model's LBS weights, MASS eq. 1), then a Geometry Nodes
-  modifier ("Sinew Muscles" node group) that samples the take table at the scene frame,
-  sweeps each polyline into a tube whose radius grows with activation, and stores the value
-  shown (activation, fatigue M_F or force / f0) as the point attribute `sinew_value`, which
-  the material maps white -> red;
+- "<armature>.sinew_bones.<Body>": the model's bone meshes, one rigid mesh object per armature
+  bone that model bodies follow, parented to that bone (no per-frame deformation), under an
+  empty "<armature>.sinew_bones" that stands for them;
+- "<armature>.sinew_muscles": the 284 muscles as static tubes, built once: the 1,212 waypoints
+  (loose vertices, each skinned to one or two bones with the model's LBS weights, MASS eq. 1)
+  and a 4-vertex ring around each (two ring vertices skinned like their waypoint, two mirrored
+  by the node group, exact under LBS), 4 quads per polyline segment; then a Geometry Nodes
+  modifier ("Sinew Muscles" node group) that reads the take table at the scene frame, stores
+  the value shown (activation, fatigue M_F or force / f0) as the point attribute `sinew_value`,
+  which the material maps white -> red, and scales each ring about its waypoint by
+  1 + Gain * activation (thicker when more active). Per frame: one Armature modifier over
+  3 x 1,212 vertices and ~25 field nodes; no curves are built, no Python runs;
 - "<armature>.sinew_take": the take table, a mesh with one vertex per (frame, muscle) whose
   position holds (activation, M_F, force / f0) (frame-major), written once by the bake.
 Both display meshes are parented to the armature with identity transforms, so their vertices
@@ -27,7 +31,12 @@ from .engine.transforms import quat_conjugate, quat_rotate
 NODE_GROUP = "Sinew Muscles"
 VALUE_ATTR = "sinew_value"
 MUSCLE_ATTR = "sinew_muscle"
-MODES = ("ACTIVATION", "FATIGUE", "FORCE")
+CENTRE_ATTR = "sinew_centre"
+SOURCE_ATTR = "sinew_source"
+SIGN_ATTR = "sinew_sign"
+RADIUS = 0.006  # tube radius of a relaxed muscle on the model (metres)
+RING = 4  # vertices around each tube: +n, +b (skinned), -n, -b (mirrored by the node group)
+NODE_GROUP_VERSION = 2
 COLOR_MAPS = {
     "WHITE_RED": ((1.0, 1.0, 1.0, 1.0), (0.8, 0.0, 0.0, 1.0)),
     "BLUE_RED": ((0.1, 0.3, 1.0, 1.0), (0.9, 0.0, 0.0, 1.0)),
@@ -73,6 +82,59 @@ def _to_armature(obj, rt, pts_model: np.ndarray) -> np.ndarray:
     return world @ Minv[:3, :3].T + Minv[:3, 3]
 
 
+def muscle_tubes(rig, centres: np.ndarray, radius: float, ring: int = RING):
+    """Static tube mesh around the muscle polylines: (vertices, quads).
+
+    Vertices: the W waypoints first (loose: the ring centres the node group scales about),
+    then `ring` vertices per waypoint on a circle of `radius` perpendicular to the polyline
+    (frames parallel-transported along each muscle, so tubes do not twist). Quads: `ring` per
+    polyline segment, facing outwards."""
+    W = len(centres)
+    start = rig.muscle_wp_start
+    counts = np.diff(start)
+    last = np.repeat(start[1:] - 1, counts)
+    first = np.repeat(start[:-1], counts)
+    nxt, prv = np.minimum(np.arange(W) + 1, last), np.maximum(np.arange(W) - 1, first)
+    tangent = centres[nxt] - centres[prv]
+    tangent /= np.maximum(np.linalg.norm(tangent, axis=1, keepdims=True), 1e-12)
+    normal = np.empty_like(centres)
+    # first waypoint: any perpendicular; then parallel transport along the muscle
+    t0 = tangent[start[:-1]]
+    helper = np.where(np.abs(t0[:, 2:3]) < 0.9, [[0.0, 0.0, 1.0]], [[1.0, 0.0, 0.0]])
+    n0 = np.cross(t0, helper)
+    normal[start[:-1]] = n0 / np.linalg.norm(n0, axis=1, keepdims=True)
+    for i in range(1, int(counts.max())):
+        k = start[:-1][counts > i] + i
+        n = normal[k - 1] - np.sum(normal[k - 1] * tangent[k], axis=1, keepdims=True) * tangent[k]
+        bad = np.linalg.norm(n, axis=1) < 1e-6  # a reversal: restart the frame
+        n[bad] = np.cross(tangent[k][bad], [0.0, 0.0, 1.0]) + 1e-3
+        normal[k] = n / np.linalg.norm(n, axis=1, keepdims=True)
+    binormal = np.cross(tangent, normal)
+    ang = 2 * np.pi * np.arange(ring) / ring
+    rings = centres[:, None] + radius * (np.cos(ang)[None, :, None] * normal[:, None]
+                                         + np.sin(ang)[None, :, None] * binormal[:, None])
+    verts = np.concatenate([centres, rings.reshape(-1, 3)])
+    a, b = rig.seg_a[:, None], rig.seg_b[:, None]
+    j, j1 = np.arange(ring)[None], (np.arange(ring)[None] + 1) % ring
+    quads = np.stack([W + ring * a + j, W + ring * a + j1, W + ring * b + j1, W + ring * b + j], -1)
+    return verts, quads.reshape(-1, 4)
+
+
+def _add_faces(mesh, faces: np.ndarray) -> None:
+    """Append faces (F, n) of n vertices each."""
+    F, n = faces.shape
+    mesh.loops.add(faces.size)
+    mesh.loops.foreach_set("vertex_index", faces.astype(np.int32).ravel())
+    mesh.polygons.add(F)
+    mesh.polygons.foreach_set("loop_start", (n * np.arange(F)).astype(np.int32))
+    mesh.polygons.foreach_set("loop_total", np.full(F, n, np.int32))
+
+
+def _add_quads(mesh, quads: np.ndarray) -> None:
+    _add_faces(mesh, quads)
+    mesh.polygons.foreach_set("use_smooth", np.ones(len(quads), bool))
+
+
 def _collection(scene, name: str):
     import bpy
 
@@ -97,6 +159,49 @@ def _replace_object(name: str, mesh, coll):
     obj = bpy.data.objects.new(name, mesh)
     coll.objects.link(obj)
     return obj
+
+
+def bone_parts(arm_name: str) -> list:
+    """The armature's bone-mesh objects (one per armature bone that model bodies follow)."""
+    import bpy
+
+    return [o for o in bpy.data.objects
+            if o.get("sinew_role") == "bone_part" and o.get("sinew_armature") == arm_name]
+
+
+def _remove_parts(arm_name: str, role: str) -> None:
+    import bpy
+
+    for o in [o for o in bpy.data.objects if o.get("sinew_role") == role and o.get("sinew_armature") == arm_name]:
+        mesh = o.data
+        bpy.data.objects.remove(o)
+        if mesh is not None and mesh.users == 0:
+            bpy.data.meshes.remove(mesh)
+
+
+def set_visibility(arm_name: str, show_bones: bool, show_muscles: bool) -> None:
+    """Show or hide the bone meshes and the muscles, in the viewport and in renders."""
+    import bpy
+
+    nm = names_for(arm_name)
+    ob_b, ob_m = bpy.data.objects.get(nm["bones"]), bpy.data.objects.get(nm["muscles"])
+    for ob in ([ob_b] if ob_b is not None else []) + bone_parts(arm_name):
+        ob.hide_viewport = ob.hide_render = not show_bones
+    if ob_m is not None:
+        ob_m.hide_viewport = ob_m.hide_render = not show_muscles
+
+
+def _bone_parent(obj, arm, bone: str) -> None:
+    """Parent `obj`, whose vertices are in armature space, to `bone`: it then moves exactly as
+    vertices skinned rigidly to that bone would (Blender parents to the bone's tail)."""
+    from mathutils import Matrix
+
+    b = arm.data.bones[bone]
+    obj.parent = arm
+    obj.parent_type = "BONE"
+    obj.parent_bone = bone
+    obj.matrix_parent_inverse = (b.matrix_local @ Matrix.Translation((0.0, b.length, 0.0))).inverted()
+    obj.matrix_basis = Matrix.Identity(4)
 
 
 def _skin(obj, arm, groups: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
@@ -135,37 +240,67 @@ def build_display(context, arm, rt, rig, meshes_path, prefs=None) -> dict:
     with np.load(meshes_path, allow_pickle=False) as z:
         V, T, vs, ts = z["vertices"].astype(float), z["triangles"], z["vertex_start"], z["triangle_start"]
     body_of_v = np.repeat(np.arange(rig.num_bodies), np.diff(vs))
+    # meshes.npz numbers each body's triangle corners within that body's vertices
+    T = T.astype(np.int64) + np.repeat(vs[:-1], np.diff(ts))[:, None]
     world = np.einsum("vij,vj->vi", body_rot[body_of_v], V) + body_pos[body_of_v]
     verts = _to_armature(arm, rt, world)
-    mesh = bpy.data.meshes.new(nm["bones"])
-    mesh.vertices.add(len(verts))
-    mesh.vertices.foreach_set("co", verts.astype(np.float32).ravel())
-    mesh.loops.add(T.size)
-    mesh.loops.foreach_set("vertex_index", T.astype(np.int32).ravel())
-    mesh.polygons.add(len(T))
-    mesh.polygons.foreach_set("loop_start", (3 * np.arange(len(T))).astype(np.int32))
-    mesh.polygons.foreach_set("loop_total", np.full(len(T), 3, np.int32))
-    mesh.update()
-    mesh.validate()
-    mesh.materials.append(bone_material())
-    ob_b = _replace_object(nm["bones"], mesh, coll)
+    # One rigid mesh per armature bone, parented to that bone: the pose moves whole objects and
+    # no vertex is deformed per frame (an Armature modifier over the 42,000 bone-mesh vertices
+    # cost several times the muscle display). "<armature>.sinew_bones" is an empty that carries
+    # the parts' visibility.
+    _remove_parts(arm.name, "bone_part")
+    ob_b = _replace_object(nm["bones"], None, coll)
+    ob_b.empty_display_size = 0.05
     _parent(ob_b, arm, "bones")
-    groups: dict[str, list] = {}
-    for b in range(rig.num_bodies):
-        groups.setdefault(bones[b], []).append(np.flatnonzero(body_of_v == b))
-    _skin(ob_b, arm, {k: (np.concatenate(v), np.ones(sum(map(len, v)))) for k, v in groups.items()})
+    mat = bone_material()
+    parts = []
+    for bone in dict.fromkeys(bones):  # first-body order
+        bodies = [b for b in range(rig.num_bodies) if bones[b] == bone]
+        sel = np.concatenate([np.arange(vs[b], vs[b + 1]) for b in bodies])
+        local = np.full(len(verts), -1)
+        local[sel] = np.arange(len(sel))
+        tri = local[np.concatenate([T[ts[b]:ts[b + 1]] for b in bodies])]
+        name = f"{nm['bones']}.{rig.body_names[bodies[0]]}"
+        mesh = bpy.data.meshes.new(name)
+        mesh.vertices.add(len(sel))
+        mesh.vertices.foreach_set("co", verts[sel].astype(np.float32).ravel())
+        _add_faces(mesh, tri)
+        mesh.update()
+        mesh.validate()
+        mesh.materials.append(mat)
+        part = bpy.data.objects.new(name, mesh)  # old parts are gone: a clash only gets a suffix
+        coll.objects.link(part)
+        _bone_parent(part, arm, bone)
+        part["sinew_role"] = "bone_part"
+        part["sinew_armature"] = arm.name
+        part["sinew_bodies"] = [rig.body_names[b] for b in bodies]  # vertices in this order
+        parts.append(part)
 
-    # muscles
+    # muscles: static tubes (rings around the waypoints) skinned like their waypoints
     wp = MusclePaths(rig).positions(body_rot, body_pos)
-    verts = _to_armature(arm, rt, wp)
+    centres = _to_armature(arm, rt, wp)
+    radius = RADIUS / rt.scale
+    verts, quads = muscle_tubes(rig, centres, radius, RING)
     mesh = bpy.data.meshes.new(nm["muscles"])
     mesh.vertices.add(len(verts))
     mesh.vertices.foreach_set("co", verts.astype(np.float32).ravel())
-    edges = np.stack([rig.seg_a, rig.seg_b], 1).astype(np.int32)
-    mesh.edges.add(len(edges))
-    mesh.edges.foreach_set("vertices", edges.ravel())
+    _add_quads(mesh, quads)
+    W = rig.num_waypoints
+    ring_of = np.concatenate([np.arange(W), np.repeat(np.arange(W), RING)])  # vertex -> its waypoint
     attr = mesh.attributes.new(MUSCLE_ATTR, "INT", "POINT")
-    attr.data.foreach_set("value", rig.wp_muscle.astype(np.int32))
+    attr.data.foreach_set("value", rig.wp_muscle[ring_of].astype(np.int32))
+    attr = mesh.attributes.new(CENTRE_ATTR, "INT", "POINT")
+    attr.data.foreach_set("value", ring_of.astype(np.int32))
+    # Only the centres and the first two ring vertices are skinned (armature deformation is
+    # the display's main per-vertex cost); the other two mirror them about the centre, which
+    # is exact because linear blend skinning is linear in the rest position.
+    j = np.concatenate([np.zeros(W, int), np.tile(np.arange(RING), W)])
+    source = np.arange(len(verts))
+    source[j >= 2] -= 2
+    attr = mesh.attributes.new(SOURCE_ATTR, "INT", "POINT")
+    attr.data.foreach_set("value", source.astype(np.int32))
+    attr = mesh.attributes.new(SIGN_ATTR, "FLOAT", "POINT")
+    attr.data.foreach_set("value", np.where(j >= 2, -1.0, 1.0).astype(np.float32))
     mesh.update()
     ob_m = _replace_object(nm["muscles"], mesh, coll)
     _parent(ob_m, arm, "muscles")
@@ -180,7 +315,9 @@ def build_display(context, arm, rt, rig, meshes_path, prefs=None) -> dict:
     for bone, (idx, w) in wgroups.items():  # a waypoint blended over two bodies of one bone
         idx, w = np.array(idx), np.array(w)
         u, inv = np.unique(idx, return_inverse=True)
-        merged[bone] = (u, np.round(np.bincount(inv, w), 6))
+        wsum = np.round(np.bincount(inv, w), 6)
+        rings = (W + RING * u[:, None] + np.arange(2)).ravel()  # its skinned ring vertices share its weights
+        merged[bone] = (np.concatenate([u, rings]), np.concatenate([wsum, np.repeat(wsum, 2)]))
     _skin(ob_m, arm, merged)
     mod = ob_m.modifiers.new("Sinew Muscles", "NODES")
     mod.node_group = muscle_node_group()
@@ -188,19 +325,17 @@ def build_display(context, arm, rt, rig, meshes_path, prefs=None) -> dict:
     mat = muscle_material(getattr(prefs, "color_map", "WHITE_RED"))
     mesh.materials.append(mat)
     settings = arm.sinew
-    set_input(mod, "Radius", 0.006 / rt.scale)
+    set_input(mod, "Thickness", settings.muscle_thickness)
     set_input(mod, "Muscles", rig.num_muscles)
-    set_input(mod, "Mode", MODES.index(settings.color_mode))
-    set_input(mod, "Material", mat)
+    set_mode(mod, settings.color_mode)
     table = bpy.data.objects.get(nm["table"])
     if table is not None:
         set_input(mod, "Table", table)
         set_input(mod, "Take Start", int(table.get("sinew_frame_start", 1)))
-        set_input(mod, "Frames", int(table.get("sinew_frames", 0)))
-    ob_b.hide_viewport = ob_b.hide_render = not settings.show_bones
-    ob_m.hide_viewport = ob_m.hide_render = not settings.show_muscles
-    return dict(collection=coll.name, bones=ob_b.name, muscles=ob_m.name,
-                bone_vertices=len(ob_b.data.vertices), waypoints=len(verts))
+        set_input(mod, "Last Row", max(int(table.get("sinew_frames", 1)) - 1, 0))
+    set_visibility(arm.name, settings.show_bones, settings.show_muscles)
+    return dict(collection=coll.name, bones=ob_b.name, muscles=ob_m.name, bone_parts=len(parts),
+                bone_vertices=sum(len(p.data.vertices) for p in parts), waypoints=len(centres))
 
 
 def write_take_table(context, arm, values: np.ndarray, frame_start: int) -> object:
@@ -227,7 +362,7 @@ def write_take_table(context, arm, values: np.ndarray, frame_start: int) -> obje
         mod = ob_m.modifiers.get("Sinew Muscles")
         set_input(mod, "Table", table)
         set_input(mod, "Take Start", int(frame_start))
-        set_input(mod, "Frames", int(F))
+        set_input(mod, "Last Row", int(F) - 1)
     return table
 
 
@@ -250,109 +385,118 @@ def get_input(mod, name: str):
 
 
 def muscle_node_group():
-    """The Geometry Nodes group (shared by every display; built once per file)."""
+    """The Geometry Nodes group (shared by every display; built once per file).
+
+    Per frame it only reads: the take table at (frame, muscle) for every tube vertex, stores
+    the shown value (the table column picked by Channel) as `sinew_value` and scales each
+    ring about its armature-deformed centre by Thickness * (1 + Gain * activation). The tube
+    topology is static mesh data, so nothing is built per frame, and the tree is kept to a
+    few nodes: its cost is mostly per node, not per vertex."""
     import bpy
 
     ng = bpy.data.node_groups.get(NODE_GROUP)
-    if ng is not None and ng.get("sinew_version") == 1:
+    if ng is not None and ng.get("sinew_version") == NODE_GROUP_VERSION:
         return ng
     if ng is not None:
         ng.name = NODE_GROUP + ".old"
     ng = bpy.data.node_groups.new(NODE_GROUP, "GeometryNodeTree")
-    ng["sinew_version"] = 1
+    ng["sinew_version"] = NODE_GROUP_VERSION
     io = ng.interface
     io.new_socket("Geometry", in_out="INPUT", socket_type="NodeSocketGeometry")
     io.new_socket("Geometry", in_out="OUTPUT", socket_type="NodeSocketGeometry")
     s = io.new_socket("Table", in_out="INPUT", socket_type="NodeSocketObject")
+    s.description = "Take table: one point per (frame, muscle), position = (activation, M_F, force / f0)"
     s = io.new_socket("Take Start", in_out="INPUT", socket_type="NodeSocketInt"); s.default_value = 1
-    s = io.new_socket("Frames", in_out="INPUT", socket_type="NodeSocketInt"); s.default_value = 0; s.min_value = 0
+    s.description = "Scene frame of the table's first row"
+    s = io.new_socket("Last Row", in_out="INPUT", socket_type="NodeSocketInt"); s.default_value = 0
+    s.min_value, s.description = 0, "Rows (frames) in the table minus one; frames outside hold the end rows"
     s = io.new_socket("Muscles", in_out="INPUT", socket_type="NodeSocketInt"); s.default_value = 284
-    s = io.new_socket("Mode", in_out="INPUT", socket_type="NodeSocketInt")
-    s.default_value, s.min_value, s.max_value = 0, 0, 2
-    s = io.new_socket("Radius", in_out="INPUT", socket_type="NodeSocketFloat"); s.default_value = 0.006
+    s = io.new_socket("Channel", in_out="INPUT", socket_type="NodeSocketVector")
+    s.default_value, s.description = (1.0, 0.0, 0.0), "Shown value: (1,0,0) activation, (0,1,0) M_F, (0,0,1) force"
+    s = io.new_socket("Thickness", in_out="INPUT", socket_type="NodeSocketFloat"); s.default_value = 1.0
+    s.min_value = 0.0
     s = io.new_socket("Gain", in_out="INPUT", socket_type="NodeSocketFloat"); s.default_value = 1.5
-    s = io.new_socket("Resolution", in_out="INPUT", socket_type="NodeSocketInt")
-    s.default_value, s.min_value = 4, 3
-    io.new_socket("Material", in_out="INPUT", socket_type="NodeSocketMaterial")
+    s.description = "Extra thickness of a fully active muscle"
 
     N, L = ng.nodes, ng.links
 
-    def node(kind, **props):
+    def node(kind, inputs=(), **props):
         n = N.new(kind)
         for k, v in props.items():
             setattr(n, k, v)
+        for i, v in inputs:
+            sock = _socket(n.inputs, i)
+            if isinstance(v, (int, float, tuple, str)):
+                sock.default_value = v
+            elif v is not None:
+                L.new(v, sock)
         return n
 
-    def math(op, a, b=None, c=None):
-        n = node("ShaderNodeMath", operation=op)
-        for i, v in enumerate((a, b, c)):
-            if v is None:
-                continue
-            if isinstance(v, (int, float)):
-                n.inputs[i].default_value = v
-            else:
-                L.new(v, n.inputs[i])
-        return n.outputs[0]
+    def math(op, *args):
+        return node("ShaderNodeMath", enumerate(args), operation=op).outputs[0]
+
+    def vmath(op, a, b):
+        n = node("ShaderNodeVectorMath", [(0, a), (3 if op == "SCALE" else 1, b)], operation=op)
+        return n.outputs["Value" if op == "DOT_PRODUCT" else "Vector"]
+
+    def named(name, kind="INT"):
+        return _socket(node("GeometryNodeInputNamedAttribute", [("Name", name)], data_type=kind).outputs,
+                       "Attribute")
 
     gi, go = node("NodeGroupInput"), node("NodeGroupOutput")
-    t = node("GeometryNodeInputSceneTime")
-    # frame index into the table: clamp(floor(frame) - start, 0, frames - 1)
-    rel = math("SUBTRACT", math("FLOOR", t.outputs["Frame"]), gi.outputs["Take Start"])
-    last = math("MAXIMUM", math("SUBTRACT", gi.outputs["Frames"], 1.0), 0.0)
-    fidx = node("ShaderNodeClamp")
-    L.new(rel, fidx.inputs["Value"]); fidx.inputs["Min"].default_value = 0.0
-    L.new(last, fidx.inputs["Max"])
-    muscle = node("GeometryNodeInputNamedAttribute", data_type="INT")
-    muscle.inputs["Name"].default_value = MUSCLE_ATTR
-    idx = math("ADD", math("MULTIPLY", fidx.outputs[0], gi.outputs["Muscles"]), muscle.outputs["Attribute"])
-    toint = node("FunctionNodeFloatToInt", rounding_mode="ROUND")
-    L.new(idx, toint.inputs[0])
-    info = node("GeometryNodeObjectInfo", transform_space="ORIGINAL")
-    L.new(gi.outputs["Table"], info.inputs["Object"])
-    sample = node("GeometryNodeSampleIndex", data_type="FLOAT_VECTOR", domain="POINT")
-    L.new(info.outputs["Geometry"], sample.inputs["Geometry"])
-    L.new(node("GeometryNodeInputPosition").outputs[0], sample.inputs["Value"])
-    L.new(toint.outputs[0], sample.inputs["Index"])
-    sep = node("ShaderNodeSeparateXYZ")
-    L.new(sample.outputs[0], sep.inputs[0])
-    has = math("GREATER_THAN", gi.outputs["Frames"], 0.5)  # no take: everything relaxed
-    act = math("MULTIPLY", sep.outputs["X"], has)
-    sw = node("GeometryNodeIndexSwitch", data_type="FLOAT")
-    while len(sw.index_switch_items) < 3:
-        sw.index_switch_items.new()
-    L.new(gi.outputs["Mode"], sw.inputs["Index"])
-    L.new(act, sw.inputs[1])
-    L.new(math("MULTIPLY", sep.outputs["Y"], has), sw.inputs[2])
-    L.new(math("MULTIPLY", sep.outputs["Z"], has), sw.inputs[3])
-    store = node("GeometryNodeStoreNamedAttribute", data_type="FLOAT", domain="POINT")
-    store.inputs["Name"].default_value = VALUE_ATTR
-    L.new(gi.outputs["Geometry"], store.inputs["Geometry"])
-    L.new(sw.outputs[0], store.inputs["Value"])
-    m2c = node("GeometryNodeMeshToCurve")
-    L.new(store.outputs[0], m2c.inputs[0])
-    radius = math("MULTIPLY", gi.outputs["Radius"],
-                  math("ADD", 1.0, math("MULTIPLY", gi.outputs["Gain"], math("MINIMUM", act, 1.0))))
-    circle = node("GeometryNodeCurvePrimitiveCircle", mode="RADIUS")
-    L.new(gi.outputs["Resolution"], circle.inputs["Resolution"])
-    circle.inputs["Radius"].default_value = 1.0
-    c2m = node("GeometryNodeCurveToMesh")
-    if "Scale" in c2m.inputs:  # Blender 4.3+: an explicit scale field
-        L.new(m2c.outputs[0], c2m.inputs["Curve"])
-        L.new(radius, c2m.inputs["Scale"])
-    else:  # 4.2: the profile follows the curve radius
-        rad = node("GeometryNodeSetCurveRadius")
-        L.new(m2c.outputs[0], rad.inputs["Curve"])
-        L.new(radius, rad.inputs["Radius"])
-        L.new(rad.outputs[0], c2m.inputs["Curve"])
-    L.new(circle.outputs["Curve"], c2m.inputs["Profile Curve"])
-    c2m.inputs["Fill Caps"].default_value = False  # thin tubes: caps cost time, show nothing
-    setm = node("GeometryNodeSetMaterial")
-    L.new(c2m.outputs[0], setm.inputs["Geometry"])
-    L.new(gi.outputs["Material"], setm.inputs["Material"])
-    L.new(setm.outputs[0], go.inputs[0])
+    frame = node("GeometryNodeInputSceneTime").outputs["Frame"]
+    # table row of this frame (single values): clamp(floor(frame) - start, 0, last) * muscles
+    row = node("ShaderNodeClamp", [("Value", math("SUBTRACT", math("FLOOR", frame), gi.outputs["Take Start"])),
+                                   ("Min", 0.0), ("Max", gi.outputs["Last Row"])]).outputs[0]
+    index = math("MULTIPLY_ADD", row, gi.outputs["Muscles"], named(MUSCLE_ATTR))
+    table = node("GeometryNodeObjectInfo", [("Object", gi.outputs["Table"])], transform_space="ORIGINAL")
+    pos = node("GeometryNodeInputPosition").outputs[0]
+    # no table: an empty geometry, every sample 0 (relaxed)
+    value = _socket(node("GeometryNodeSampleIndex", [("Geometry", table.outputs["Geometry"]), ("Value", pos),
+                                                     ("Index", index)], data_type="FLOAT_VECTOR",
+                         domain="POINT").outputs, "Value")
+    store = node("GeometryNodeStoreNamedAttribute", [("Geometry", gi.outputs["Geometry"]), ("Name", VALUE_ATTR),
+                                                     ("Value", vmath("DOT_PRODUCT", value, gi.outputs["Channel"]))],
+                 data_type="FLOAT", domain="POINT")
+    # thickness: each ring scaled about its centre (a loose vertex skinned like the ring)
+    centre = _socket(node("GeometryNodeSampleIndex", [("Geometry", gi.outputs["Geometry"]), ("Value", pos),
+                                                      ("Index", named(CENTRE_ATTR))],
+                          data_type="FLOAT_VECTOR", domain="POINT").outputs, "Value")
+    source = _socket(node("GeometryNodeSampleIndex", [("Geometry", gi.outputs["Geometry"]), ("Value", pos),
+                                                      ("Index", named(SOURCE_ATTR))],
+                          data_type="FLOAT_VECTOR", domain="POINT").outputs, "Value")
+    act = node("ShaderNodeSeparateXYZ", [(0, value)]).outputs["X"]
+    scale = math("MULTIPLY", math("MULTIPLY_ADD", act, gi.outputs["Gain"], 1.0), gi.outputs["Thickness"])
+    scale = math("MULTIPLY", scale, named(SIGN_ATTR, "FLOAT"))
+    newpos = vmath("ADD", centre, vmath("SCALE", vmath("SUBTRACT", source, centre), scale))
+    setp = node("GeometryNodeSetPosition", [("Geometry", store.outputs[0]), ("Position", newpos)])
+    L.new(setp.outputs[0], go.inputs[0])
     for i, n in enumerate(N):
         n.location = (200 * (i % 8), -200 * (i // 8))
     return ng
+
+
+def _socket(sockets, key):
+    """A node's socket by index or name; by name, the first *available* one (Blender 4.2 and
+    later keep one socket per name for these nodes; older node types had one per data type,
+    with the unused ones disabled)."""
+    if isinstance(key, int):
+        return sockets[key]
+    hits = [s for s in sockets if s.name == key or s.identifier == key]
+    for s in hits:
+        if getattr(s, "enabled", True):
+            return s
+    if hits:
+        return hits[0]
+    raise KeyError(key)
+
+
+CHANNELS = {"ACTIVATION": (1.0, 0.0, 0.0), "FATIGUE": (0.0, 1.0, 0.0), "FORCE": (0.0, 0.0, 1.0)}
+
+
+def set_mode(mod, color_mode: str) -> None:
+    """Colour the display by ACTIVATION, FATIGUE (M_F) or FORCE (force / f0)."""
+    set_input(mod, "Channel", CHANNELS.get(color_mode, CHANNELS["ACTIVATION"]))
 
 
 def muscle_material(color_map: str = "WHITE_RED"):

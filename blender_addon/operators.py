@@ -189,9 +189,10 @@ class SINEW_OT_select_display(_ArmatureOp, bpy.types.Operator):
     def execute(self, context):
         from . import display
 
-        nm = display.names_for(_armature(context).name)
-        for key in ("bones", "muscles"):
-            ob = bpy.data.objects.get(nm[key])
+        name = _armature(context).name
+        nm = display.names_for(name)
+        obs = [bpy.data.objects.get(nm[key]) for key in ("bones", "muscles")] + display.bone_parts(name)
+        for ob in obs:
             if ob is not None and ob.visible_get():
                 ob.select_set(True)
         return {"FINISHED"}

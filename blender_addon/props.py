@@ -7,20 +7,26 @@ from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProp
                        PointerProperty, StringProperty)
 
 
+# Armature settings live on the armature object, which may be a library override of a linked
+# rig: they must be overridable, or Blender refuses the edit (and a reload would drop it).
+OV = {"LIBRARY_OVERRIDABLE"}
+OV_COLLECTION = {"LIBRARY_OVERRIDABLE", "USE_INSERTION"}
+
+
 def _display_update(self, context):
     from . import display
 
     arm = self.id_data
     nm = display.names_for(arm.name)
-    ob_b, ob_m = bpy.data.objects.get(nm["bones"]), bpy.data.objects.get(nm["muscles"])
-    if ob_b is not None:
-        ob_b.hide_viewport = ob_b.hide_render = not self.show_bones
+    display.set_visibility(arm.name, self.show_bones, self.show_muscles)
+    ob_m = bpy.data.objects.get(nm["muscles"])
     if ob_m is not None:
-        ob_m.hide_viewport = ob_m.hide_render = not self.show_muscles
         mod = ob_m.modifiers.get("Sinew Muscles")
-        if mod is not None and mod.node_group is not None:
-            display.set_input(mod, "Mode", display.MODES.index(self.color_mode))
-            display.set_input(mod, "Radius", 0.006 * self.model_scale * self.muscle_thickness)
+        # a display built by an older Sinew keeps its settings until it is retargeted again
+        if mod is not None and mod.node_group is not None and \
+                mod.node_group.get("sinew_version") == display.NODE_GROUP_VERSION:
+            display.set_mode(mod, self.color_mode)
+            display.set_input(mod, "Thickness", self.muscle_thickness)
 
 
 def _is_armature(self, obj):
@@ -28,30 +34,32 @@ def _is_armature(self, obj):
 
 
 class SINEW_PG_bone_map_item(bpy.types.PropertyGroup):
-    body: StringProperty(name="Model body")
-    bone: StringProperty(name="Bone", description="Armature bone driving this model body (empty: unmapped)")
+    body: StringProperty(override=OV, name="Model body")
+    bone: StringProperty(override=OV, name="Bone",
+                         description="Armature bone driving this model body (empty: unmapped)")
 
 
 class SINEW_PG_armature(bpy.types.PropertyGroup):
-    bone_map: CollectionProperty(type=SINEW_PG_bone_map_item)
-    bone_map_index: IntProperty()
-    map_source: StringProperty(name="Map from", default="")
+    bone_map: CollectionProperty(override=OV_COLLECTION, type=SINEW_PG_bone_map_item)
+    bone_map_index: IntProperty(override=OV)
+    map_source: StringProperty(override=OV, name="Map from", default="")
     preset: EnumProperty(
-        name="Preset", default="AUTO",
+        override=OV, name="Preset", default="AUTO",
         items=[("AUTO", "Detect", "Best preset, else a guess from names and hierarchy"),
                ("MIXAMO", "Mixamo", ""), ("RIGIFY", "Rigify", ""), ("UNREAL", "Unreal", ""),
                ("MASS", "MASS / BVH", ""), ("CMU", "CMU", ""), ("SMPL", "SMPL", "")])
-    retargeted: BoolProperty(default=False)
-    model_scale: FloatProperty(name="Character scale", default=1.0,
+    retargeted: BoolProperty(override=OV, default=False)
+    model_scale: FloatProperty(override=OV, name="Character scale", default=1.0,
                                description="Character size relative to the muscle model")
-    show_muscles: BoolProperty(name="Muscles", default=True, update=_display_update)
-    show_bones: BoolProperty(name="Bones", default=True, update=_display_update)
+    show_muscles: BoolProperty(override=OV, name="Muscles", default=True, update=_display_update)
+    show_bones: BoolProperty(override=OV, name="Bones", default=True, update=_display_update)
     color_mode: EnumProperty(
-        name="Colour by", default="ACTIVATION", update=_display_update,
+        override=OV, name="Colour by", default="ACTIVATION", update=_display_update,
         items=[("ACTIVATION", "Activation", "White to red with muscle activation"),
                ("FATIGUE", "Fatigue", "White to red with the fatigued fraction M_F"),
                ("FORCE", "Force", "White to red with force / maximum isometric force")])
-    muscle_thickness: FloatProperty(name="Thickness", default=1.0, min=0.1, max=5.0, update=_display_update)
+    muscle_thickness: FloatProperty(override=OV, name="Thickness", default=1.0, min=0.1, max=5.0,
+                                    update=_display_update)
 
 
 class SINEW_PG_scene(bpy.types.PropertyGroup):
@@ -87,7 +95,7 @@ CLASSES = (SINEW_PG_bone_map_item, SINEW_PG_armature, SINEW_PG_scene)
 def register():
     for c in CLASSES:
         bpy.utils.register_class(c)
-    bpy.types.Object.sinew = PointerProperty(type=SINEW_PG_armature)
+    bpy.types.Object.sinew = PointerProperty(type=SINEW_PG_armature, override=OV)
     bpy.types.Scene.sinew = PointerProperty(type=SINEW_PG_scene)
 
 

@@ -34,7 +34,7 @@ def main() -> int:
     centre, size = (lo + hi) / 2, max((hi - lo).length, 1.0)
     cam = bpy.data.objects.new("PreviewCamera", bpy.data.cameras.new("PreviewCamera"))
     scene.collection.objects.link(cam)
-    cam.location = centre + Vector((1.6 * size, -1.2 * size, 0.35 * size))
+    cam.location = centre + Vector((2.0 * size, -1.5 * size, 0.45 * size))  # the whole figure in a 16:9 frame
     cam.rotation_euler = (centre - cam.location).to_track_quat("-Z", "Y").to_euler()
     sun = bpy.data.objects.new("PreviewSun", bpy.data.lights.new("PreviewSun", "SUN"))
     sun.data.energy = 3.0

@@ -140,10 +140,8 @@ def make_mixamo_armature(rig, name="Mixamo", with_action=True):
     return obj
 
 
-def fcurve_snapshot(action):
-    """Every F-curve's keys, handles and settings, as bytes (slotted or legacy actions)."""
-    import numpy as np
-
+def action_fcurves(action) -> list:
+    """The Action's F-curves (slotted 4.4+ or legacy 4.2-4.3 actions)."""
     curves = []
     if hasattr(action, "layers") and len(action.layers):
         for layer in action.layers:
@@ -152,8 +150,15 @@ def fcurve_snapshot(action):
                     curves += list(bag.fcurves)
     else:
         curves = list(action.fcurves)
+    return curves
+
+
+def fcurve_snapshot(action):
+    """Every F-curve's keys, handles and settings, as bytes (slotted or legacy actions)."""
+    import numpy as np
+
     out = []
-    for fc in curves:
+    for fc in action_fcurves(action):
         n = len(fc.keyframe_points)
         arrs = []
         for prop in ("co", "handle_left", "handle_right"):

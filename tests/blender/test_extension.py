@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .conftest import MIXAMO, ROOT, WALK, bpy, fcurve_snapshot, make_mixamo_armature, sub
+from .conftest import MIXAMO, ROOT, WALK, action_fcurves, bpy, fcurve_snapshot, make_mixamo_armature, sub
 
 SECONDS = 1.0
 
@@ -79,6 +79,8 @@ def test_retarget_simulate_bake(sinew, fresh):
     new = ad.action
     assert new != original and new.name == f"{original.name}_fatigued_001"
     assert fcurve_snapshot(original) == before, "the original Action's F-curves changed"
+    curves = action_fcurves(new)
+    assert curves and {k.interpolation for fc in curves for k in fc.keyframe_points} == {"LINEAR"}
     assert any(st.action == original for t in ad.nla_tracks for st in t.strips)
     if bpy.app.version >= (4, 4, 0):
         assert ad.action_slot is not None and ad.action_slot.handle == new.slots[0].handle
@@ -89,7 +91,8 @@ def test_retarget_simulate_bake(sinew, fresh):
     assert F == info["frames"] and F >= int(SECONDS * 30)
     job_take = LAST_TAKE(sinew)
     root, local = core.take_pose(job_take)
-    _, x, _, _ = from_engine.forward_kinematics(rig, root, sub(sinew, "engine.transforms").quat_to_matrix(local))
+    _, x, body_rot, body_pos = from_engine.forward_kinematics(rig, root,
+                                                              sub(sinew, "engine.transforms").quat_to_matrix(local))
     armature = sub(sinew, "armature")
     pairs = [(b, body) for b, (body, _) in MIXAMO.items() if body and not body.startswith("FootThumb")]
     errs = []
@@ -99,6 +102,9 @@ def test_retarget_simulate_bake(sinew, fresh):
         want = x[i, [rig.body_index(body) for _, body in pairs]]
         errs.append(np.linalg.norm(heads - want, axis=1).max())
     assert max(errs) < 0.02, f"bone heads differ from the model joints by up to {100 * max(errs):.2f} cm"
+    # the bone meshes follow the take: each model body's mesh where the take puts that body
+    check_bone_meshes(sinew, rig, arm, body_rot, body_pos, [0, F // 2, F - 1])
+    check_muscle_tubes(sinew, rig, arm, mus, job_take, body_rot, body_pos, [1, F // 2, F - 2])
     # the display reads the table
     dg = bpy.context.evaluated_depsgraph_get()
     ev = mus.evaluated_get(dg).to_mesh()
@@ -108,6 +114,81 @@ def test_retarget_simulate_bake(sinew, fresh):
     assert bpy.ops.sinew.simulate() == {"FINISHED"}
     assert ad.action.name == f"{original.name}_fatigued_002" and new.name in bpy.data.actions
     print(f"\nsimulate+bake {SECONDS}s take: {wall:.2f}s wall")
+
+
+def check_bone_meshes(sinew, rig, arm, body_rot, body_pos, take_frames, tol=0.03):
+    """Evaluated bone-mesh display vs the model's bone meshes posed by the take: every model
+    body's mesh is shown once, no triangle spans two bodies (no stretched sheets), no vertex is
+    left out of the triangles, and every vertex lies within `tol` of where the take's body
+    transform puts it."""
+    display = sub(sinew, "display")
+    with np.load(ROOT / "rigs" / "human284" / "meshes.npz", allow_pickle=False) as z:
+        V, vs = z["vertices"].astype(float), z["vertex_start"]
+    parts = display.bone_parts(arm.name)
+    shown = sorted(b for p in parts for b in p["sinew_bodies"])
+    assert shown == sorted(rig.body_names), "each model body's bone mesh once"
+    scene = bpy.context.scene
+    for i in take_frames:
+        scene.frame_set(scene.frame_start + i)
+        dg = bpy.context.evaluated_depsgraph_get()
+        for part in parts:
+            bodies = [rig.body_index(n) for n in part["sinew_bodies"]]
+            body_of_v = np.concatenate([np.full(vs[b + 1] - vs[b], b) for b in bodies])
+            rest = np.concatenate([V[vs[b]:vs[b + 1]] for b in bodies])
+            ev = part.evaluated_get(dg)
+            me = ev.to_mesh()
+            co = np.empty(3 * len(me.vertices))
+            me.vertices.foreach_get("co", co)
+            me.calc_loop_triangles()
+            tri = np.empty(len(me.loop_triangles) * 3, np.int32)
+            me.loop_triangles.foreach_get("vertices", tri)
+            M = np.array(ev.matrix_world)
+            ev.to_mesh_clear()
+            co = co.reshape(-1, 3) @ M[:3, :3].T + M[:3, 3]
+            tri = tri.reshape(-1, 3)
+            assert len(co) == len(rest)
+            same_body = body_of_v[tri] == body_of_v[tri[:, :1]]
+            assert same_body.all(), f"{(~same_body.all(1)).sum()} bone-mesh triangles join two model bodies"
+            assert np.isin(np.arange(len(co)), tri).all(), "bone-mesh vertices outside every triangle"
+            want = np.einsum("vij,vj->vi", body_rot[i, body_of_v], rest) + body_pos[i, body_of_v]
+            err = np.linalg.norm(co - want, axis=1)
+            worst = rig.body_names[body_of_v[np.argmax(err)]]
+            assert err.max() < tol, f"frame {i}: bone mesh of {worst} is {100 * err.max():.1f} cm off the take"
+
+
+def check_muscle_tubes(sinew, rig, arm, mus, take, body_rot, body_pos, take_frames):
+    """Evaluated muscle display at some take frames: waypoints where the take puts them, each
+    ring around its waypoint with radius r (1 + 1.5 activation), the mirrored ring vertices
+    opposite the skinned ones, and `sinew_value` = the take's activation of that muscle."""
+    display = sub(sinew, "display")
+    paths = sub(sinew, "engine.kinematics").MusclePaths(rig)
+    W, R = rig.num_waypoints, display.RING
+    r0 = display.RADIUS * arm.sinew.model_scale * arm.sinew.muscle_thickness
+    scene = bpy.context.scene
+    for i in take_frames:
+        scene.frame_set(scene.frame_start + i)
+        ev = mus.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        me = ev.to_mesh()
+        co = np.empty(3 * len(me.vertices))
+        me.vertices.foreach_get("co", co)
+        val = np.empty(len(me.vertices))
+        me.attributes["sinew_value"].data.foreach_get("value", val)
+        ev.to_mesh_clear()
+        co = co.reshape(-1, 3)
+        assert len(co) == W * (1 + R)
+        centre, ring = co[:W], co[W:].reshape(W, R, 3) - co[:W, None]
+        want = paths.positions(body_rot[i], body_pos[i])
+        err = np.linalg.norm(centre - want, axis=1)
+        assert err.max() < 0.03, f"frame {i}: a muscle waypoint is {100 * err.max():.1f} cm off the take"
+        act = np.asarray(take.activation[i], float)[rig.wp_muscle]
+        assert np.allclose(val[:W], act, atol=1e-5) and np.allclose(val[W:], np.repeat(act, R), atol=1e-5)
+        radius = np.linalg.norm(ring, axis=2)
+        rel = radius / (r0 * (1 + 1.5 * act))[:, None]
+        rigid = rig.wp_weight[:, 1] == 0  # blended waypoints' rings shrink a little, as LBS does
+        assert np.allclose(rel[rigid], 1.0, atol=1e-3), f"ring radius / r (1 + 1.5 a) up to {rel[rigid].max()}"
+        assert np.all((rel[~rigid] > 0.7) & (rel[~rigid] < 1.001)), f"blended rings {rel[~rigid].min()}"
+        assert np.allclose(ring[:, 2], -ring[:, 0], atol=1e-6) and np.allclose(ring[:, 3], -ring[:, 1], atol=1e-6)
+        assert act.max() - act.min() > 0.1  # the check saw both thin and thick muscles
 
 
 def LAST_TAKE(sinew):
@@ -262,3 +343,113 @@ def test_sinew_bake_command(sinew, fresh, tmp_path):
     assert args.func(args) == 0 and out.is_file()
     args = ap.parse_args(["bake", str(scene_path), "--armature", "Nope", "--clip", str(WALK), "--out", str(out)])
     assert args.func(args) != 0
+
+
+def _file_digest(path):
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def test_library_override_rig(sinew, fresh, tmp_path):
+    """A rig linked from another .blend as a library override: retarget, simulate and bake
+    work on the override; the library file and its linked data are left exactly as they were,
+    and the bake survives a save and reload."""
+    core, display = sub(sinew, "core"), sub(sinew, "display")
+    arm = make_mixamo_armature(core.load_model(), name="LinkedRig")
+    coll = bpy.data.collections.new("RigCollection")
+    bpy.context.scene.collection.children.link(coll)
+    coll.objects.link(arm)
+    bpy.context.scene.collection.objects.unlink(arm)
+    lib_path = tmp_path / "rig_library.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(lib_path))
+    digest = _file_digest(lib_path)
+
+    bpy.ops.wm.read_homefile(use_empty=True)
+    scene = bpy.context.scene
+    scene.render.fps, scene.frame_start = 30, 1
+    with bpy.data.libraries.load(str(lib_path), link=True) as (src, dst):
+        dst.collections = ["RigCollection"]
+    linked = dst.collections[0]
+    assert linked.library is not None
+    root = linked.override_hierarchy_create(scene, bpy.context.view_layer, do_fully_editable=True)
+    assert root is not None and root.override_library is not None
+    arm = next(o for o in root.all_objects if o.type == "ARMATURE")
+    assert arm.override_library is not None and arm.override_library.reference.library is not None
+    linked_action = arm.animation_data.action
+    assert linked_action.library is not None
+    before = fcurve_snapshot(linked_action)
+    lib_arm = arm.override_library.reference
+    lib_matrix = [list(r) for r in lib_arm.matrix_world]
+
+    # the linked original itself is refused with a clear message, and nothing is written
+    errors = sub(sinew, "engine.errors")
+    with pytest.raises(errors.ParameterError, match="library override"):
+        core.retarget_to_model(bpy.context, lib_arm)
+    with pytest.raises(errors.ParameterError, match="library override"):
+        core.prepare_simulation(bpy.context, lib_arm, [(str(WALK), 0.5)])
+    s = scene.sinew
+    s.armature = arm
+    assert bpy.ops.sinew.retarget() == {"FINISHED"}
+    s.clip_source, s.clip_path, s.length_mode, s.seconds = "FILE", str(WALK), "SECONDS", SECONDS
+    assert bpy.ops.sinew.simulate() == {"FINISHED"}
+    new = arm.animation_data.action
+    assert new.library is None and new.name == f"{linked_action.name}_fatigued_001"
+    assert fcurve_snapshot(linked_action) == before, "the linked Action changed"
+    assert [list(r) for r in lib_arm.matrix_world] == lib_matrix
+    assert not [a for a in bpy.data.actions if a.library is not None and a.is_evaluated]
+    nm = display.names_for(arm.name)
+    assert bpy.data.objects[nm["muscles"]].parent == arm and nm["table"] in bpy.data.objects
+    # the pose follows the new action
+    scene.frame_set(10)
+    pb = arm.pose.bones["mixamorig:LeftUpLeg"]
+    assert abs(pb.rotation_quaternion[0] - 1.0) > 1e-4
+    # saved and reopened: the override keeps the new action and the bone map
+    out, new_name = tmp_path / "shot.blend", new.name
+    bpy.ops.wm.save_as_mainfile(filepath=str(out))
+    bpy.ops.wm.open_mainfile(filepath=str(out))
+    arm = next(o for o in bpy.data.objects if o.type == "ARMATURE" and o.override_library is not None)
+    assert arm.animation_data.action.name == new_name
+    assert core.stored_mapping(arm)["Pelvis"] == "mixamorig:Hips" and arm.sinew.retargeted
+    assert _file_digest(lib_path) == digest, "the library .blend was written"
+
+
+def test_display_settings(sinew, fresh):
+    """The sidebar's display settings drive the plain data: colour channel, thickness, and the
+    visibility of the muscles and of every bone-mesh part (viewport and render)."""
+    core, display = sub(sinew, "core"), sub(sinew, "display")
+    rig = core.load_model()
+    arm = make_mixamo_armature(rig, with_action=False)
+    core.retarget_to_model(bpy.context, arm)
+    values = np.random.default_rng(1).random((3, rig.num_muscles, 3)).astype(np.float32)
+    values[..., 0] = 0.0  # relaxed: every ring at the base radius
+    display.write_take_table(bpy.context, arm, values, 1)
+    mus = bpy.data.objects[display.names_for(arm.name)["muscles"]]
+    W = rig.num_waypoints
+
+    def evaluated():
+        bpy.context.scene.frame_set(2)
+        ev = mus.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        me = ev.to_mesh()
+        co = np.array([v.co for v in me.vertices])
+        val = np.array([a.value for a in me.attributes["sinew_value"].data])
+        ev.to_mesh_clear()
+        return np.linalg.norm(co[W:W + 4] - co[0], axis=1), val[:W]
+
+    radius, val = evaluated()
+    assert np.allclose(val, 0.0)
+    arm.sinew.color_mode = "FATIGUE"
+    _, val = evaluated()
+    assert np.allclose(val, values[1, rig.wp_muscle, 1], atol=1e-6)
+    arm.sinew.color_mode = "FORCE"
+    _, val = evaluated()
+    assert np.allclose(val, values[1, rig.wp_muscle, 2], atol=1e-6)
+    arm.sinew.muscle_thickness = 2.0
+    radius2, _ = evaluated()
+    assert np.allclose(radius2, 2 * radius, rtol=1e-4)
+    parts = display.bone_parts(arm.name)
+    assert len(parts) >= 20 and all(p.visible_get() for p in parts)
+    arm.sinew.show_bones = False
+    assert all(p.hide_render and not p.visible_get() for p in parts) and mus.visible_get()
+    arm.sinew.show_muscles = False
+    assert mus.hide_render and not mus.visible_get()
