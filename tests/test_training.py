@@ -138,7 +138,11 @@ def test_tiny_train_export_simulate(tmp_path, rig):
     assert s["iterations"] == 2 and s["task_iterations"] == 2 and np.isfinite(s["world_model_loss"])
     assert (run / "learning_curve.png").stat().st_size > 1000
     with open(run / "log.csv") as f:
-        assert len(list(csv.DictReader(f))) == 5  # untrained eval, 2 iterations, 2 task steps
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 5  # untrained eval, 2 iterations, 2 task steps
+    for r in (rows[0], rows[2]):  # the real-simulator tracking metric, untrained and at iteration 2
+        assert 0 < float(r["eval_joint_err_deg"]) < 180 and float(r["eval_root_err_cm"]) >= 0
+        assert 0 < float(r["eval_fell_at_s"]) <= 1.0 and float(r["eval_falls"]) in (0.0, 1.0)
     out = subprocess.run(cmd + ["export-policy", str(run), "--out", str(pol), "--json"], cwd=REPO,
                          capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -158,3 +162,51 @@ def test_tiny_train_export_simulate(tmp_path, rig):
     out = subprocess.run(cmd + ["train", "--config", "tiny", "--out", str(run)], cwd=REPO,
                          capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode != 0 and "--resume" in out.stderr
+
+
+def test_joint_angle_error_and_fall_charging(tmp_path, rig):
+    """The evaluation metric: joint error is the mean over joints of the angle between the
+    simulated and reference joint rotations; after a fall every remaining step is charged at
+    the errors of the step where the character fell."""
+    from types import SimpleNamespace
+
+    from training.collect import Collector
+    from training.trainer import Trainer, policy_file_arrays
+
+    ref_rot = np.tile(np.eye(3), (rig.num_bodies, 1, 1))
+    leaf = [b for b in range(rig.num_bodies) if b not in set(rig.body_parent.tolist())][0]
+    rot = ref_rot.copy()
+    th = np.radians(30.0)
+    rot[leaf] = [[np.cos(th), -np.sin(th), 0], [np.sin(th), np.cos(th), 0], [0, 0, 1]]
+    fake = SimpleNamespace(rig=rig)
+    joints = int((rig.body_parent >= 0).sum())
+    assert Collector.joint_angle_error(fake, ref_rot, ref_rot) == pytest.approx(0.0, abs=1e-6)
+    assert Collector.joint_angle_error(fake, rot, ref_rot) == pytest.approx(th / joints, rel=1e-6)
+    rot2 = np.einsum("ij,bjk->bik", rot[leaf], ref_rot)  # a common world rotation changes no joint
+    assert Collector.joint_angle_error(fake, rot2, ref_rot) == pytest.approx(0.0, abs=1e-6)
+
+    tr = Trainer(_tiny(workers=0, eval_every=0), tmp_path / "run")
+    arrays, meta = policy_file_arrays(tr.model, tr.cfg)
+    ev = tr.pool.evaluate(arrays, meta, 2.0, 0, (0.0,))  # the untrained policy falls before 2 s
+    tr.close()
+    e = np.asarray(ev["errors"])
+    assert ev["falls"] == 1 and 0 < ev["fell_at_s"] < 2.0
+    k = int(round(ev["fell_at_s"] * 20))  # policy steps up to and including the fall
+    assert len(e) == 40 and np.all(e[k - 1:] == e[k - 1]) and e[k - 2] != e[k - 1]
+    assert ev["track_err_m"] == pytest.approx(e.mean())
+
+
+def test_act_loss_keeps_a_gradient_in_saturation():
+    """L_act compresses alpha_pd instead of clamping it: it grows with alpha_pd everywhere and
+    a saturated muscle (alpha_pd far above act_cap) still gets a gradient pushing it down."""
+    from training.config import TrainConfig
+    from training.model import act_loss
+
+    cfg = TrainConfig(w_act1=1.0, w_act2=1.0, act_cap=2.0)
+    a = torch.tensor([[0.0, 0.5, 1.0, 3.0, 10.0, 100.0]], requires_grad=True)
+    loss = act_loss(a, cfg)
+    loss.sum().backward()
+    assert torch.all(a.grad[0, 1:] > 0)
+    vals = [float(act_loss(torch.full((1, 4), v), cfg)) for v in (0.0, 0.5, 2.0, 10.0, 1e3)]
+    assert vals[0] < 1e-3 and all(x < y for x, y in zip(vals, vals[1:]))
+    assert vals[1] == pytest.approx(2 * 2.0 * np.log1p(0.25), rel=1e-4)  # w1 mean + w2 rms, 4 equal muscles

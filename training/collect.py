@@ -125,7 +125,7 @@ class Collector:
                                                    fatigue_parts(f.MA, f.MR, f.MF, self.W)))
                 t_next = t + POLICY_PERIOD * sim.dt
                 z, (rp, rr, rv, rw, rl) = self.latent(pol, sn, s, tr, t_next, rng, True)
-                a = pol.action(sn, z) + sig_pi * rng.standard_normal(M)
+                a = pol.action(sn, z) + pol.action_scale * sig_pi * rng.standard_normal(M)
                 for k, v in (("pos", s.pos), ("rot", s.rot), ("linvel", s.linvel), ("angvel", s.angvel),
                              ("MA", f.MA), ("MR", f.MR), ("MF", f.MF), ("action", a), ("ref_pos", rp),
                              ("ref_rot", rr), ("ref_linvel", rv), ("ref_angvel", rw), ("ref_len", rl)):
@@ -149,37 +149,71 @@ class Collector:
         stats = dict(episodes=episodes, falls=falls, track_err_m=err_sum / max(n_samples, 1))
         return {"data": out, "stats": stats}
 
-    def evaluate(self, arrays: dict, meta: dict, seconds: float, clip: int = 0) -> dict:
-        """Deterministic tracking of a clip from its first frame with fresh muscles (posterior
-        mean latent, mean action), no early stop. Mean world-frame body position error (m)
-        against the clip placed where it starts, and the time the root first fell."""
-        self.new_simulation()
-        sim, tr = self.sim, self.tracks[clip]
-        pol = PolicyFile(meta, arrays)
-        self.reset(None, clip, 0.0, False)
-        t, errs, fell_at = 0.0, [], None
+    def joint_angle_error(self, rot, ref_rot) -> float:
+        """Mean over the non-root joints of the angle (rad) between the simulated and the
+        reference joint rotation (child body relative to its parent body)."""
+        par = self.rig.body_parent
+        idx = np.nonzero(par >= 0)[0]
+        ls = np.einsum("bji,bjk->bik", rot[par[idx]], rot[idx])
+        lr = np.einsum("bji,bjk->bik", ref_rot[par[idx]], ref_rot[idx])
+        d = np.einsum("bji,bjk->bik", ls, lr)
+        c = (np.trace(d, axis1=1, axis2=2) - 1.0) / 2.0
+        return float(np.arccos(np.clip(c, -1.0, 1.0)).mean())
+
+    def evaluate(self, arrays: dict, meta: dict, seconds: float, clip: int = 0,
+                 starts: tuple = (0.0,)) -> dict:
+        """Tracking in the real simulator, the metric of the learning curves (trainer.evaluate).
+        For each start phase (fraction of the clip): the character is set to the clip's
+        frame there with fresh muscles and runs the policy deterministically (posterior mean
+        latent, mean action) for `seconds`, tracking the looped clip placed where it starts.
+        Per 20 Hz policy step, measured after the step:
+          joint error  mean over the 22 joints of the angle between simulated and reference
+                       joint rotations (child relative to parent), degrees;
+          root error   distance of the root body from the reference root (m, world);
+          body error   mean distance of every body from its reference position (m, world).
+        A fall (root below fall_height, or the simulation diverging) ends the rollout; every
+        remaining step is charged at the errors of the step where it fell. The result averages
+        every step of every start; fell_at_s is the mean time to fall (the horizon when the
+        character did not fall) and falls the number of starts that fell."""
         n = int(round(seconds * 120 / POLICY_PERIOD))
-        for _ in range(n):
-            s, f = sim.state, sim.fatigue
-            sn = pol.norm_state(state_features(s.pos, s.rot, s.linvel, s.angvel,
-                                               fatigue_parts(f.MA, f.MR, f.MF, self.W)))
-            t_next = t + POLICY_PERIOD * sim.dt
-            z, (rp, *_rest) = self.latent(pol, sn, s, tr, t_next, None, False)
-            a = pol.action(sn, z)
-            for _ in range(POLICY_PERIOD):
-                sim.step(a)
-            st = sim.state
-            if not np.all(np.isfinite(st.pos)) or np.abs(st.linvel).max() > 50:
-                errs += [np.nan] * (n - len(errs))
-                fell_at = fell_at if fell_at is not None else t_next
-                break
-            errs.append(float(np.linalg.norm(st.pos - rp, axis=-1).mean()))
-            if fell_at is None and st.pos[0, 2] < self.cfg["fall_height"]:
-                fell_at = t_next
-            t = t_next
-        e = np.asarray(errs)
-        return dict(track_err_m=float(np.nanmean(e)) if np.isfinite(e).any() else float("nan"),
-                    fell_at_s=fell_at, errors=e.tolist())
+        per = []
+        for phase in starts:
+            self.new_simulation()
+            sim, tr = self.sim, self.tracks[clip]
+            pol = PolicyFile(meta, arrays)
+            t = self.reset(None, clip, float(phase) * tr.seconds, False)
+            body, root, joint, fell_at = [], [], [], None
+            for _ in range(n):
+                s, f = sim.state, sim.fatigue
+                sn = pol.norm_state(state_features(s.pos, s.rot, s.linvel, s.angvel,
+                                                   fatigue_parts(f.MA, f.MR, f.MF, self.W)))
+                t_next = t + POLICY_PERIOD * sim.dt
+                z, (rp, rr, *_rest) = self.latent(pol, sn, s, tr, t_next, None, False)
+                a = pol.action(sn, z)
+                for _ in range(POLICY_PERIOD):
+                    sim.step(a)
+                st = sim.state
+                t = t_next
+                if not np.all(np.isfinite(st.pos)) or np.abs(st.linvel).max() > 50:
+                    fell_at = t  # diverged: charged at the last finite errors (or nan)
+                    break
+                body.append(float(np.linalg.norm(st.pos - rp, axis=-1).mean()))
+                root.append(float(np.linalg.norm(st.pos[0] - rp[0])))
+                joint.append(self.joint_angle_error(st.rot, rr))
+                if st.pos[0, 2] < self.cfg["fall_height"]:
+                    fell_at = t
+                    break
+            charge = lambda v: np.r_[v, [v[-1]] * (n - len(v))] if v else np.full(n, np.nan)
+            per.append(dict(body=charge(body), root=charge(root), joint=charge(joint),
+                            fell_at=fell_at, steps=len(body)))
+        body = np.concatenate([p["body"] for p in per])
+        fell = [p["fell_at"] for p in per]
+        return dict(track_err_m=float(np.mean(body)),
+                    root_err_m=float(np.mean(np.concatenate([p["root"] for p in per]))),
+                    joint_err_deg=float(np.degrees(np.mean(np.concatenate([p["joint"] for p in per])))),
+                    fell_at_s=float(np.mean([f if f is not None else n * POLICY_PERIOD / 120 for f in fell])),
+                    falls=int(sum(f is not None for f in fell)), starts=[float(x) for x in starts],
+                    fell_at_each=fell, errors=per[0]["body"].tolist())
 
 
 _COLLECTOR: Collector | None = None
@@ -192,10 +226,10 @@ def _init_worker(cfg: dict) -> None:
 
 
 def _job(args):
-    kind, arrays, meta, a, b = args
+    kind, arrays, meta, a, b, *more = args
     if kind == "collect":
         return _COLLECTOR.run_job(arrays, meta, a, b)
-    return _COLLECTOR.evaluate(arrays, meta, a, b)
+    return _COLLECTOR.evaluate(arrays, meta, a, b, *more)
 
 
 class CollectorPool:
@@ -219,10 +253,10 @@ class CollectorPool:
             return [self.local.run_job(arrays, meta, s, n) for _, _, _, s, n in jobs]
         return self.pool.map(_job, jobs, chunksize=1)
 
-    def evaluate(self, arrays, meta, seconds, clip=0) -> dict:
+    def evaluate(self, arrays, meta, seconds, clip=0, starts=(0.0,)) -> dict:
         if self.pool is None:
-            return self.local.evaluate(arrays, meta, seconds, clip)
-        return self.pool.apply(_job, (("eval", arrays, meta, seconds, clip),))
+            return self.local.evaluate(arrays, meta, seconds, clip, tuple(starts))
+        return self.pool.apply(_job, (("eval", arrays, meta, seconds, clip, tuple(starts)),))
 
     def close(self):
         if self.pool is not None:

@@ -50,6 +50,10 @@ class TrainConfig:
     wm_hidden: list = field(default_factory=lambda: [512, 512, 512, 512])
     sigma_prior: float = 0.3
     sigma_policy: float = 0.05
+    # The policy network's output (and its noise sigma_policy) times action_scale is the action
+    # a of eq. 11 (target length (a + 1) l_tpose). With the engine's PD gains (stiffness 20: a
+    # strain of 5 % asks for f0) the useful actions are a few hundredths; 1 keeps the paper's a.
+    action_scale: float = 1.0
     # Algorithm 1 (appendix B.2)
     buffer_size: int = 50000       # N_B
     samples_per_iter: int = 2048   # N'_B
@@ -59,6 +63,7 @@ class TrainConfig:
     batch_size: int = 512          # N_batch
     wm_updates: int = 8            # world-model gradient steps per iteration
     vae_updates: int = 8           # VAE gradient steps per iteration
+    vae_start: int = 0             # iterations of world-model training before the VAE updates begin
     lr_wm: float = 1e-3
     lr_vae: float = 3e-4
     grad_clip: float = 10.0
@@ -68,7 +73,7 @@ class TrainConfig:
     gamma: float = 0.95
     w_act1: float = 0.01
     w_act2: float = 0.01
-    act_cap: float = 2.0           # alpha_pd is capped here in L_act (it diverges where f_l f_v -> 0)
+    act_cap: float = 2.0           # alpha_pd is compressed (log) above about this in L_act (it diverges where f_l f_v -> 0)
     w_height: float = 1.0
     w_pos: float = 1.0
     w_rot: float = 1.0
@@ -89,6 +94,8 @@ class TrainConfig:
     checkpoint_every: int = 50
     eval_every: int = 25
     eval_seconds: float = 4.0
+    eval_starts: list = field(default_factory=lambda: [0.0])  # start phases (fractions of the clip)
+    max_seconds: float = 0.0       # stop (and checkpoint) once the run has taken this long; 0: no limit
     task: TaskConfig | None = None
     path: str | None = None
 
@@ -99,15 +106,19 @@ class TrainConfig:
             v = getattr(self, k)
             if not isinstance(v, int) or v < 1:
                 raise ParameterError(k, f"must be an integer >= 1, got {v!r}")
-        for k in ("wm_updates", "vae_updates", "workers", "eval_every", "iterations"):
+        for k in ("wm_updates", "vae_updates", "vae_start", "workers", "eval_every", "iterations"):
             v = getattr(self, k)
             if not isinstance(v, int) or v < 0:
                 raise ParameterError(k, f"must be an integer >= 0, got {v!r}")
         if self.samples_per_iter > self.buffer_size:
             raise ParameterError("samples_per_iter", "must not exceed buffer_size")
-        for k in ("sigma_prior", "sigma_policy", "lr_wm", "lr_vae", "episode_seconds"):
+        for k in ("sigma_prior", "sigma_policy", "action_scale", "lr_wm", "lr_vae", "episode_seconds"):
             if not (getattr(self, k) > 0):
                 raise ParameterError(k, f"must be > 0, got {getattr(self, k)!r}")
+        if not self.eval_starts or not all(0.0 <= float(x) <= 1.0 for x in self.eval_starts):
+            raise ParameterError("eval_starts", f"list start phases in [0, 1], got {self.eval_starts!r}")
+        if not (self.max_seconds >= 0):
+            raise ParameterError("max_seconds", f"must be >= 0, got {self.max_seconds!r}")
         if not self.clips:
             raise ParameterError("clips", "list at least one clip (BVH or reference .npz)")
         for c in self.clips:

@@ -39,6 +39,16 @@ def from_heading(v, c, s):
     return torch.stack([c * vx - s * vy, s * vx + c * vy, vz], -1)
 
 
+def act_loss(alpha_pd: torch.Tensor, cfg) -> torch.Tensor:
+    """L_act (eq. 16) per sample: w_act1 |alpha|_1 / M + w_act2 |alpha|_2 / sqrt(M) of the wanted
+    activations alpha_pd (..., M). alpha_pd diverges where f_l f_v -> 0, so it is compressed
+    above act_cap, act_cap log(1 + alpha_pd / act_cap), rather than clamped: a muscle driven
+    far into saturation still feels the gradient (with a clamp it got none, nor from the
+    dynamics, whose activation is clipped at the 3CC-r bound, and stayed saturated for good)."""
+    ap = cfg.act_cap * torch.log1p(torch.relu(alpha_pd) / cfg.act_cap)
+    return cfg.w_act1 * ap.mean(-1) + cfg.w_act2 * torch.sqrt((ap ** 2).mean(-1) + 1e-8)
+
+
 class Model:
     """Networks, normalisation and the rig constants the rollouts need."""
 
@@ -65,6 +75,15 @@ class Model:
         self.target_mean = torch.zeros(self.T)
         self.target_std = torch.ones(self.T)
         self.delta_std = torch.ones(6 * B)
+
+    # ---- the policy's action -------------------------------------------------------------
+    def act(self, sn: torch.Tensor, z: torch.Tensor, gen: torch.Generator | None = None) -> torch.Tensor:
+        """a = action_scale (mu_pi(s, z) [+ sigma_policy noise]): the numpy PolicyFile.action
+        (and the collectors' noise) scale the same way."""
+        a = self.vae.policy(torch.cat([sn, z], -1))
+        if gen is not None:
+            a = a + self.cfg.sigma_policy * torch.randn(a.shape, generator=gen)
+        return self.cfg.action_scale * a
 
     # ---- features -----------------------------------------------------------------------
     def fat_parts(self, st):
@@ -111,7 +130,7 @@ class Model:
         c, s = P.heading_cs(st["rot"], torch)
         wrench = torch.cat([P.to_heading(ms.body_force, c, s, torch), P.to_heading(ms.body_torque, c, s, torch)], -1)
         wrench = wrench.reshape(wrench.shape[:-2] + (6 * self.B,)) / WEIGHT_N
-        x = torch.cat([self.state_norm(st), action, wrench], -1)
+        x = torch.cat([self.state_norm(st), action / self.cfg.action_scale, wrench], -1)
         d = (self.wm(x) * self.delta_std).reshape(x.shape[:-1] + (self.B, 6))
         v1 = st["linvel"] + from_heading(d[..., :3], c, s)
         w1 = st["angvel"] + from_heading(d[..., 3:], c, s)
@@ -171,7 +190,7 @@ class Model:
         L_rec (eq. 14), L_kl (eq. 41) and L_act (eq. 16), each discounted by gamma^t."""
         cfg = self.cfg
         rec = kl = act = 0.0
-        sig_p, sig_pi = cfg.sigma_prior, cfg.sigma_policy
+        sig_p = cfg.sigma_prior
         norm = 0.0
         for t, ref in enumerate(refs):
             g = cfg.gamma ** t
@@ -180,8 +199,7 @@ class Model:
             mu_p = self.vae.prior(sn)
             off = self.vae.posterior(torch.cat([sn, tn], -1))
             z = mu_p + off + sig_p * torch.randn(mu_p.shape, generator=gen)
-            a = self.vae.policy(torch.cat([sn, z], -1))
-            a = a + sig_pi * torch.randn(a.shape, generator=gen)
+            a = self.act(sn, z, gen)
             st, alpha_pd = self.world_step(st, a)
             # L_rec: skeleton features and muscle lengths of s^{t+1} against the reference
             ref_full = dict(ref, MA=st["MA"], MR=st["MR"], MF=st["MF"])
@@ -190,7 +208,6 @@ class Model:
             me = (((length - ref_len[t]) / self.tm.rest / cfg.muscle_scale) ** 2).mean(-1)
             rec = rec + g * (e + cfg.w_muscle * me).mean()
             kl = kl + g * ((off ** 2).sum(-1) / (2 * sig_p ** 2)).mean()
-            ap = torch.clamp(alpha_pd, 0.0, cfg.act_cap)
-            act = act + g * (cfg.w_act1 * ap.abs().mean(-1) + cfg.w_act2 * torch.sqrt((ap ** 2).mean(-1) + 1e-8)).mean()
+            act = act + g * act_loss(alpha_pd, cfg).mean()
             norm += g
         return rec / norm, kl / norm, act / norm

@@ -37,7 +37,7 @@ STD_FLOOR = 0.05
 LOG_COLUMNS = ["iteration", "samples_total", "seconds", "collect_s", "wm_s", "vae_s", "samples_per_s",
                "wm_updates_per_s", "vae_updates_per_s", "wm_loss", "wm_err8_cm", "vae_loss", "rec", "kl",
                "act", "train_track_err_cm", "episodes", "falls", "eval_track_err_cm", "eval_fell_at_s",
-               "task_loss"]
+               "task_loss", "eval_joint_err_deg", "eval_root_err_cm", "eval_falls"]
 
 
 class Buffer:
@@ -126,6 +126,7 @@ def policy_file_arrays(model: Model, cfg: TrainConfig, extra_meta: dict | None =
                 rig=dict(name=rig.name, fingerprint=P.rig_fingerprint(rig), bodies=rig.num_bodies,
                          muscles=rig.num_muscles),
                 latent_dim=cfg.latent_dim, sigma_prior=cfg.sigma_prior, sigma_policy=cfg.sigma_policy,
+                action_scale=cfg.action_scale,
                 experts=cfg.experts, period=P.POLICY_PERIOD, dt=1.0 / 120.0,
                 state_size=model.S, target_size=model.T, goal_size=P.GOAL_SIZE,
                 fatigue_scale=cfg.fatigue_scale, stiffness=cfg.stiffness, damping=cfg.damping,
@@ -284,8 +285,17 @@ class Trainer:
         return float(loss.detach()), float(rec.detach()), float(kl.detach()), float(act.detach())
 
     def evaluate(self) -> dict:
+        """The real-simulator tracking metric (Collector.evaluate): deterministic posterior
+        tracking of the first clip from each of cfg.eval_starts, falls charged."""
         arrays, meta = policy_file_arrays(self.model, self.cfg)
-        return self.pool.evaluate(arrays, meta, self.cfg.eval_seconds, 0)
+        return self.pool.evaluate(arrays, meta, self.cfg.eval_seconds, 0, tuple(self.cfg.eval_starts))
+
+    @staticmethod
+    def _eval_row(ev: dict) -> dict:
+        return dict(eval_track_err_cm=100 * ev["track_err_m"], eval_fell_at_s=ev["fell_at_s"],
+                    eval_joint_err_deg=ev.get("joint_err_deg", float("nan")),
+                    eval_root_err_cm=100 * ev.get("root_err_m", float("nan")),
+                    eval_falls=ev.get("falls", float("nan")))
 
     def step(self) -> dict:
         cfg = self.cfg
@@ -293,9 +303,7 @@ class Trainer:
         t0 = time.perf_counter()
         if self.iteration == 0 and cfg.eval_every:
             ev = self.evaluate()  # the untrained policy, for comparison
-            self._log({**row, "iteration": 0, "samples_total": 0, "seconds": 0.0,
-                       "eval_track_err_cm": 100 * ev["track_err_m"],
-                       "eval_fell_at_s": ev["fell_at_s"] if ev["fell_at_s"] is not None else float("nan")})
+            self._log({**row, "iteration": 0, "samples_total": 0, "seconds": 0.0, **self._eval_row(ev)})
         slots, st = self.collect()
         t1 = time.perf_counter()
         if not self.delta_ready:
@@ -304,7 +312,7 @@ class Trainer:
         t2 = time.perf_counter()
         wm = [self.train_world_model() for _ in range(cfg.wm_updates)]
         t3 = time.perf_counter()
-        vae = [self.train_vae() for _ in range(cfg.vae_updates)]
+        vae = [self.train_vae() for _ in range(cfg.vae_updates if self.iteration >= cfg.vae_start else 0)]
         t4 = time.perf_counter()
         self.iteration += 1
         vae_arr = np.array(vae) if vae else np.full((1, 4), np.nan)
@@ -312,15 +320,14 @@ class Trainer:
                    collect_s=t1 - t0, wm_s=t3 - t2, vae_s=t4 - t3,
                    samples_per_s=st["samples"] / max(t1 - t0, 1e-9),
                    wm_updates_per_s=cfg.wm_updates / max(t3 - t2, 1e-9),
-                   vae_updates_per_s=cfg.vae_updates / max(t4 - t3, 1e-9),
+                   vae_updates_per_s=len(vae) / (t4 - t3) if vae else float("nan"),
                    wm_loss=float(np.mean(wm)) if wm else float("nan"), wm_err8_cm=err8,
                    vae_loss=vae_arr[:, 0].mean(), rec=vae_arr[:, 1].mean(), kl=vae_arr[:, 2].mean(),
                    act=vae_arr[:, 3].mean(), train_track_err_cm=st["track_err_cm"],
                    episodes=st["episodes"], falls=st["falls"])
         if cfg.eval_every and (self.iteration % cfg.eval_every == 0):
             ev = self.evaluate()
-            row["eval_track_err_cm"] = 100 * ev["track_err_m"]
-            row["eval_fell_at_s"] = ev["fell_at_s"] if ev["fell_at_s"] is not None else float("nan")
+            row.update(self._eval_row(ev))
         self.seconds += time.perf_counter() - t0
         row["seconds"] = self.seconds
         row = {k: float(v) if v is not None else float("nan") for k, v in row.items()}
@@ -339,9 +346,12 @@ class Trainer:
                 while self.iteration < total:
                     self.step()
                     bar.update(self.iteration - start)
-                    if self.iteration % cfg.checkpoint_every == 0 or self.iteration == total:
+                    out_of_time = bool(cfg.max_seconds) and self.seconds >= cfg.max_seconds
+                    if self.iteration % cfg.checkpoint_every == 0 or self.iteration == total or out_of_time:
                         self.save()
                         self.plot()
+                    if out_of_time:
+                        break
             if cfg.task is not None and self.task_iteration < cfg.task.iterations and self.iteration >= total:
                 from .task import train_task
 
@@ -393,7 +403,7 @@ class Trainer:
         ck = load_checkpoint(run_dir)
         saved = config_from_dict(ck["config"])
         if cfg is not None:  # only the schedule may change on resume
-            for k in ("iterations", "checkpoint_every", "eval_every", "workers"):
+            for k in ("iterations", "checkpoint_every", "eval_every", "workers", "max_seconds"):
                 setattr(saved, k, getattr(cfg, k))
             if cfg.task is not None:
                 saved.task = cfg.task
@@ -461,54 +471,97 @@ def read_log(path) -> list[dict]:
                 for r in csv.DictReader(f)]
 
 
+def _legend(a) -> None:
+    if a.get_legend_handles_labels()[0]:  # a panel with nothing to plot yet gets no legend
+        a.legend(fontsize=8)
+
+
 def plot_log(log_path, out_path) -> Path:
-    """Learning curves: world-model loss and 8-step error, VAE loss terms, tracking error in
-    the simulator (training rollouts and deterministic evaluations), falls per episode."""
+    """Learning curves against iterations (wall-clock minutes on the top axis): the world
+    model's loss and 8-step error, the VAE loss terms, throughput, and the tracking metric in
+    the real simulator (Collector.evaluate: joint-angle, root and body errors, time to fall),
+    with the untrained policy's values (iteration 0) as dashed horizontal lines."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in read_log(log_path) if not np.isfinite(r.get("task_loss", np.nan))]
-    task = [r for r in read_log(log_path) if np.isfinite(r.get("task_loss", np.nan))]
-    get = lambda k, rs=rows: np.array([r[k] for r in rs])
+    rows_all = read_log(log_path)
+    rows = [r for r in rows_all if not np.isfinite(r.get("task_loss", np.nan))]
+    task = [r for r in rows_all if np.isfinite(r.get("task_loss", np.nan))]
+    get = lambda k, rs=rows: np.array([r.get(k, np.nan) for r in rs], float)
     it = get("iteration")
-    fig, ax = plt.subplots(2, 2 + bool(task), figsize=(12 + 4 * bool(task), 7))
-    ax = np.atleast_2d(ax)
+    minutes = get("seconds") / 60.0
+    base = rows[0] if rows and rows[0]["iteration"] == 0 else {}
+    fig, ax = plt.subplots(2, 3 + bool(task), figsize=(17 + 4 * bool(task), 8))
+
+    def top_axis(a):
+        ok = np.isfinite(minutes) & np.isfinite(it)
+        x, y = it[ok], minutes[ok]
+        if len(x) >= 2 and np.all(np.diff(x) > 0) and np.all(np.diff(y) >= 0) and y[-1] > y[0]:
+            sec = a.secondary_xaxis("top", functions=(lambda v: np.interp(v, x, y), lambda v: np.interp(v, y, x)))
+            sec.set_xlabel("wall-clock minutes")
+
+    def ev_panel(a, k, label, unit, scale=1.0):
+        v = get(k) * scale
+        ok = np.isfinite(v) & (it > 0)
+        a.plot(it[ok], v[ok], "o-", ms=3, label="trained (at that iteration)")
+        b = base.get(k, np.nan) * scale
+        if np.isfinite(b):
+            a.axhline(b, color="k", ls="--", label=f"untrained policy ({b:.3g} {unit})")
+        a.set_ylabel(f"{label} ({unit})")
+        a.set_xlabel("iteration")
+        _legend(a)
+        top_axis(a)
+
     a = ax[0, 0]
-    a.plot(it, get("wm_loss"), label="world-model loss L_w")
-    a.set_yscale("log")
+    a.plot(it, get("wm_err8_cm"), "r.-", label=f"{EVAL_HORIZON}-step body position error (cm), fresh samples")
+    a.set_ylabel("cm")
+    a.set_xlabel("iteration")
     a2 = a.twinx()
-    a2.plot(it, get("wm_err8_cm"), "r.-", label=f"{EVAL_HORIZON}-step body pos. error (cm)")
-    a2.set_ylabel("cm")
+    a2.plot(it, get("wm_loss"), color="gray", alpha=0.6, label="world-model loss L_w")
+    a2.set_yscale("log")
     a.set_title("world model")
-    a.legend(loc="upper left")
-    a2.legend(loc="upper right")
+    a.legend(loc="upper right", fontsize=8)
+    a2.legend(loc="center right", fontsize=8)
+    top_axis(a)
     a = ax[0, 1]
     for k in ("vae_loss", "rec", "kl", "act"):
-        a.plot(it, get(k), label=k)
+        v = get(k)
+        if np.isfinite(v).any():
+            a.plot(it, v, label=k)
     a.set_yscale("log")
     a.set_title("MuscleVAE losses (through the world model)")
-    a.legend()
+    a.set_xlabel("iteration")
+    _legend(a)
+    a = ax[0, 2]
+    for k, lab in (("samples_per_s", "simulation samples / s (collection)"),
+                   ("wm_updates_per_s", "world-model updates / s"), ("vae_updates_per_s", "VAE updates / s")):
+        a.plot(it, get(k), label=lab)
+    a.set_yscale("log")
+    a.set_title("throughput")
+    a.set_xlabel("iteration")
+    _legend(a)
     a = ax[1, 0]
-    a.plot(it, get("train_track_err_cm"), label="training rollouts (noisy)")
-    ev = get("eval_track_err_cm")
-    ok = np.isfinite(ev)
-    a.plot(it[ok], ev[ok], "o-", label="evaluation (mean latent, simulator)")
-    a.set_ylabel("mean body position error (cm)")
-    a.set_xlabel("iteration")
-    a.set_title("tracking error in the simulator")
-    a.legend()
+    ev_panel(a, "eval_joint_err_deg", "mean joint-angle error", "deg")
+    a.set_title("real-simulator tracking: joint angles (falls charged)")
     a = ax[1, 1]
-    eps = np.maximum(get("episodes"), 1)
-    a.plot(it, get("falls") / eps, label="falls per episode")
-    a.set_xlabel("iteration")
-    a.legend()
+    ev_panel(a, "eval_root_err_cm", "root position error", "cm")
+    v = get("eval_track_err_cm")
+    ok = np.isfinite(v) & (it > 0)
+    a.plot(it[ok], v[ok], "s-", ms=3, color="C2", label="mean body position error (cm)")
+    if np.isfinite(base.get("eval_track_err_cm", np.nan)):
+        a.axhline(base["eval_track_err_cm"], color="C2", ls=":", label="untrained: body position error")
+    _legend(a)
+    a.set_title("real-simulator tracking: positions (falls charged)")
+    a = ax[1, 2]
+    ev_panel(a, "eval_fell_at_s", "mean time to fall", "s")
+    a.set_title("real-simulator tracking: time to fall")
     if task:
-        a = ax[0, 2]
+        a = ax[0, 3]
         a.plot(get("iteration", task), get("task_loss", task))
         a.set_title("heading task loss (eq. 44)")
-        ax[1, 2].axis("off")
+        ax[1, 3].axis("off")
     fig.tight_layout()
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
