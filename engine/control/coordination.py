@@ -147,21 +147,19 @@ def coordinate(tau, A, f0, flfv, fpe, lb, ub, weights: CoordinationWeights = Coo
         lo, hi = np.r_[lo, np.zeros(nc)], np.r_[hi, np.full(nc, BIG)]
     if residual_bound is not None:
         nr = 6
-        S = np.zeros((nv, 6))
-        S[np.arange(6), np.arange(6)] = 1.0
-        blocks.append(S)
+        blocks.append(np.eye(nv, 6))  # S^T: the residual acts on the root's rows only
         reg, pull = np.r_[reg, np.full(6, weights.residual)], np.r_[pull, np.zeros(6)]
         lo, hi = np.r_[lo, -residual_bound], np.r_[hi, residual_bound]
     Gall = np.hstack(blocks) if len(blocks) > 1 else G
     start = None
     if warm is not None:
         start = np.r_[np.asarray(warm, float), np.zeros(nc + nr)]
-    z, status = _bounded_lsq(Gall, rhs, reg, lo, hi, solver, start, pull if pull.any() else None)
+    z, status = _bounded_lsq(Gall, rhs, reg, lo, hi, solver, start, pull)
     x = z[:M]
     return CoordinationResult(x, G @ x - A.T @ (f0 * fpe), status, z[M:M + nc], z[M + nc:] if nr else np.zeros(6))
 
 
-def _bounded_lsq(G, rhs, reg, lo, hi, solver, warm, pull=None):
+def _bounded_lsq(G, rhs, reg, lo, hi, solver, warm, pull):
     """min ||G x - rhs||^2 + sum reg x^2 - 2 pull . x over lo <= x <= hi; returns (x, status)."""
     n = G.shape[1]
     if solver == "auto":
@@ -178,9 +176,7 @@ def _bounded_lsq(G, rhs, reg, lo, hi, solver, warm, pull=None):
         Gk, rk = G[keep], rhs[keep]
         m = len(rk)
         H = np.r_[reg, np.ones(m)]
-        f = np.zeros(n + m)
-        if pull is not None:
-            f[:n] = -pull
+        f = np.r_[-pull, np.zeros(m)]
         Aeq = np.hstack([Gk, -np.eye(m)])
         upper = np.r_[hi, np.full(m, BIG), rk]
         lower = np.r_[lo, np.full(m, -BIG), rk]
@@ -196,7 +192,7 @@ def _bounded_lsq(G, rhs, reg, lo, hi, solver, warm, pull=None):
             solver = "lsq"
     if solver == "lsq":
         Big = np.vstack([G, np.diag(np.sqrt(reg))])
-        b = np.concatenate([rhs, np.zeros(n) if pull is None else pull / np.sqrt(reg)])
+        b = np.concatenate([rhs, pull / np.sqrt(reg)])
         sol = lsq_linear(Big, b, bounds=(lo, np.where(hi >= BIG, np.inf, hi)), method="bvls", lsq_solver="exact")
         x, status = sol.x, int(sol.status)
     return np.clip(x, lo, hi), status

@@ -33,7 +33,6 @@ import mujoco
 import numpy as np
 
 from .. import fatigue as fat
-from .. import kinematics as kin
 from ..errors import ParameterError
 from ..simulation import MuscleCommand
 from .coordination import CoordinationWeights, MomentArms, coordinate
@@ -157,13 +156,6 @@ class TrackingController:
             mujoco.mj_jac(m, d, self._jp[b], self._jr[b], d.xipos[b + 1], b + 1)
         return self._jr.transpose(2, 0, 1), self._jp.transpose(2, 0, 1)
 
-    def _torques(self, sim):
-        """q, the wanted joint torques tau (nv,) at this step, and q_ref."""
-        q, qd = sim.physics.get_q()
-        a_star, q_ref = self.wanted_acceleration(q, qd, sim.steps)
-        Mm, bias = self.dynamics(q, qd)
-        return q, Mm @ a_star + bias, q_ref
-
     def act(self, sim, state) -> MuscleCommand:
         import time
 
@@ -171,7 +163,10 @@ class TrackingController:
 
         t0 = time.perf_counter()
         rig = self.rig
-        q, tau, q_ref = self._torques(sim)
+        q, qd = sim.physics.get_q()
+        a_star, q_ref = self.wanted_acceleration(q, qd, sim.steps)
+        Mm, bias = self.dynamics(q, qd)
+        tau = Mm @ a_star + bias
         ms = sim.muscles
         u, length, rate = ms.kinematics(state.rot, state.pos, state.linvel, state.angvel)
         lbar = hill.normalized_length(length, rig.muscle_rest_length, rig.muscle_lt, rig.muscle_lm)
