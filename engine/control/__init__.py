@@ -11,7 +11,8 @@ Measured (issue 5, 2-core machine, one thread, MuJoCo):
   solve's exact sensitivity, and re-solving with 1-step-old moment arms costs ~3 deg.
 - Gains kp 400 / kd 40 beat 225 / 30 and 900 / 60 on the walk.
 - Solving muscles, contact forces and the residual together (not contacts first) took the
-  fresh 60 s walk from 6.1 to 4.5 deg: a contact split chosen for the root alone asked the
+  fresh 60 s walk from 6.1 to 4.5 deg (activation weight 0.01; 4.7 deg with the default
+  weights, which lean less on the residual): a contact split chosen for the root alone asked the
   ankles for torques about the vertical axis, which only 2 muscles span by more than 1 cm.
 - The ankles (14-17 deg) and toes (9-12 deg) are still the weakest joints.
 - The bundled sprint (5.4 m/s) is not tracked: ~20 deg, and the residual saturates.

@@ -60,9 +60,10 @@ class TrackingParams:
     # walk stumbles. Measured on the fresh walk (20 s) with the corrected foot boxes:
     # 2 mm 5.70 deg / 0.49 cm, 4 mm 5.91 deg / 0.52 cm, 8 mm and 15 mm fall apart at once.
     contact_margin: float = 0.002
-    # activation 1 and smooth 10 (per unit^2, against 1 per (N m)^2 of joint-torque error):
-    # measured on the fresh walk against activation 0.01 alone, mean activation 0.21 instead
-    # of 0.30 (less co-contraction), half the solver iterations, and 5.9 against 5.7 deg at 20 s.
+    # activation 1, smooth 10 (per unit^2) and residual 0.1 (per N^2), against 1 per (N m)^2
+    # of joint-torque error. Fresh 60 s walk: 4.72 deg, residual 0.085 body weights, mean
+    # activation 0.20; activation 0.01, no smooth and residual 0.01 give 4.47 deg but lean on
+    # the residual more (0.115 body weights), co-contract more and take twice the iterations.
     weights: CoordinationWeights = field(default_factory=lambda: CoordinationWeights(activation=1.0, smooth=10.0, residual=0.1))
 
     def validate(self) -> "TrackingParams":
