@@ -14,10 +14,20 @@ Measured (issue 5, 2-core machine, one thread, MuJoCo):
   fresh 60 s walk from 6.1 to 4.5 deg (activation weight 0.01; 4.7 deg with the default
   weights, which lean less on the residual): a contact split chosen for the root alone asked the
   ankles for torques about the vertical axis, which only 2 muscles span by more than 1 cm.
+- Low-passing the reference velocities at 5 Hz (plan.REF_CUTOFF_HZ; the bundled clips are
+  30 Hz captures interpolated to 120 fps) took the fresh 60 s walk from 4.72 deg / 0.085
+  body weights of residual to 4.51 deg / 0.033, and halved the active-set changes per solve.
 - The ankles (14-17 deg) and toes (9-12 deg) are still the weakest joints.
-- The bundled sprint (5.4 m/s) is not tracked: ~20 deg, and the residual saturates.
-- Speed ~0.3x real time: the QP (~320 unknowns, 56 equalities, ~150 DAQP iterations) takes
-  ~10-20 ms a step; preparation ~2-4 ms; muscles + physics ~0.5-1 ms.
+- The bundled sprint (5.4 m/s) is not tracked: ~20 deg, and the residual saturates. The
+  reference itself asks for more than the model has: solved along the looped sprint with
+  activations free in [0, 1], inverse dynamics leaves 90 N m of joint torque unmet (knees,
+  hips, arms; 75 with f_v = 1, 43 with 3x f0) and needs 0.39 body weights of root residual
+  (the walk: 26 N m, mostly toes, and 0.03). Much of the residual is in the right foot's
+  stance, which the loop closure (an 8 deg seam spread over the 66 frames) lifts 2-4 cm
+  off the floor.
+- Speed ~0.4-1x real time: the QP (~320 unknowns, 56 equalities, ~150 DAQP iterations) takes
+  ~5-15 ms a step; preparation ~2-4 ms; muscles + physics ~0.5-1 ms. Warm-starting DAQP
+  with the last active set halves the iterations but not the time (OSQP, tried: 20-40 ms).
 """
 from .coordination import CoordinationWeights, MomentArms, coordinate
 from .plan import CyclicClip, MotionPlan, QSpace, load_clip, parse_clip_arg
