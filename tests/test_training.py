@@ -194,6 +194,7 @@ def test_joint_angle_error_and_fall_charging(tmp_path, rig):
     k = int(round(ev["fell_at_s"] * 20))  # policy steps up to and including the fall
     assert len(e) == 40 and np.all(e[k - 1:] == e[k - 1]) and e[k - 2] != e[k - 1]
     assert ev["track_err_m"] == pytest.approx(e.mean())
+    assert ev["track_err_early_m"] == pytest.approx(e[:20].mean())  # the first second: 20 policy steps
 
 
 def test_act_loss_keeps_a_gradient_in_saturation():

@@ -161,7 +161,7 @@ class Collector:
         return float(np.arccos(np.clip(c, -1.0, 1.0)).mean())
 
     def evaluate(self, arrays: dict, meta: dict, seconds: float, clip: int = 0,
-                 starts: tuple = (0.0,)) -> dict:
+                 starts: tuple = (0.0,), early_s: float = 1.0) -> dict:
         """Tracking in the real simulator, the metric of the learning curves (trainer.evaluate).
         For each start phase (fraction of the clip): the character is set to the clip's
         frame there with fresh muscles and runs the policy deterministically (posterior mean
@@ -174,7 +174,9 @@ class Collector:
         A fall (root below fall_height, or the simulation diverging) ends the rollout; every
         remaining step is charged at the errors of the step where it fell. The result averages
         every step of every start; fell_at_s is the mean time to fall (the horizon when the
-        character did not fall) and falls the number of starts that fell."""
+        character did not fall) and falls the number of starts that fell. The *_early figures
+        average only the first `early_s` seconds of each start: tracking before a fall (or
+        its charge) dominates the mean."""
         n = int(round(seconds * 120 / POLICY_PERIOD))
         per = []
         for phase in starts:
@@ -208,10 +210,13 @@ class Collector:
                             fell_at=fell_at, steps=len(body)))
         body = np.concatenate([p["body"] for p in per])
         fell = [p["fell_at"] for p in per]
+        k = max(1, min(n, int(round(early_s * 120 / POLICY_PERIOD))))
+        early = lambda key: float(np.mean(np.concatenate([p[key][:k] for p in per])))
         return dict(track_err_m=float(np.mean(body)),
                     root_err_m=float(np.mean(np.concatenate([p["root"] for p in per]))),
                     joint_err_deg=float(np.degrees(np.mean(np.concatenate([p["joint"] for p in per])))),
                     fell_at_s=float(np.mean([f if f is not None else n * POLICY_PERIOD / 120 for f in fell])),
+                    joint_err_deg_early=float(np.degrees(early("joint"))), track_err_early_m=early("body"),
                     falls=int(sum(f is not None for f in fell)), starts=[float(x) for x in starts],
                     fell_at_each=fell, errors=per[0]["body"].tolist())
 
@@ -253,10 +258,10 @@ class CollectorPool:
             return [self.local.run_job(arrays, meta, s, n) for _, _, _, s, n in jobs]
         return self.pool.map(_job, jobs, chunksize=1)
 
-    def evaluate(self, arrays, meta, seconds, clip=0, starts=(0.0,)) -> dict:
+    def evaluate(self, arrays, meta, seconds, clip=0, starts=(0.0,), early_s=1.0) -> dict:
         if self.pool is None:
-            return self.local.evaluate(arrays, meta, seconds, clip, tuple(starts))
-        return self.pool.apply(_job, (("eval", arrays, meta, seconds, clip, tuple(starts)),))
+            return self.local.evaluate(arrays, meta, seconds, clip, tuple(starts), early_s)
+        return self.pool.apply(_job, (("eval", arrays, meta, seconds, clip, tuple(starts), early_s),))
 
     def close(self):
         if self.pool is not None:

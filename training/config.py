@@ -95,6 +95,7 @@ class TrainConfig:
     eval_every: int = 25
     eval_seconds: float = 4.0
     eval_starts: list = field(default_factory=lambda: [0.0])  # start phases (fractions of the clip)
+    eval_early_s: float = 1.0  # s: the "early" tracking figures average the first seconds of each start
     max_seconds: float = 0.0       # stop (and checkpoint) once the run has taken this long; 0: no limit
     task: TaskConfig | None = None
     path: str | None = None
@@ -117,6 +118,8 @@ class TrainConfig:
                 raise ParameterError(k, f"must be > 0, got {getattr(self, k)!r}")
         if not self.eval_starts or not all(0.0 <= float(x) <= 1.0 for x in self.eval_starts):
             raise ParameterError("eval_starts", f"list start phases in [0, 1], got {self.eval_starts!r}")
+        if not (self.eval_early_s > 0):
+            raise ParameterError("eval_early_s", f"must be > 0 seconds, got {self.eval_early_s!r}")
         if not (self.max_seconds >= 0):
             raise ParameterError("max_seconds", f"must be >= 0, got {self.max_seconds!r}")
         if not self.clips:

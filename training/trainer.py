@@ -37,7 +37,8 @@ STD_FLOOR = 0.05
 LOG_COLUMNS = ["iteration", "samples_total", "seconds", "collect_s", "wm_s", "vae_s", "samples_per_s",
                "wm_updates_per_s", "vae_updates_per_s", "wm_loss", "wm_err8_cm", "vae_loss", "rec", "kl",
                "act", "train_track_err_cm", "episodes", "falls", "eval_track_err_cm", "eval_fell_at_s",
-               "task_loss", "eval_joint_err_deg", "eval_root_err_cm", "eval_falls"]
+               "task_loss", "eval_joint_err_deg", "eval_root_err_cm", "eval_falls",
+               "eval_joint_err_early_deg", "eval_track_err_early_cm"]
 
 
 class Buffer:
@@ -288,14 +289,17 @@ class Trainer:
         """The real-simulator tracking metric (Collector.evaluate): deterministic posterior
         tracking of the first clip from each of cfg.eval_starts, falls charged."""
         arrays, meta = policy_file_arrays(self.model, self.cfg)
-        return self.pool.evaluate(arrays, meta, self.cfg.eval_seconds, 0, tuple(self.cfg.eval_starts))
+        return self.pool.evaluate(arrays, meta, self.cfg.eval_seconds, 0, tuple(self.cfg.eval_starts),
+                                  self.cfg.eval_early_s)
 
     @staticmethod
     def _eval_row(ev: dict) -> dict:
         return dict(eval_track_err_cm=100 * ev["track_err_m"], eval_fell_at_s=ev["fell_at_s"],
                     eval_joint_err_deg=ev.get("joint_err_deg", float("nan")),
                     eval_root_err_cm=100 * ev.get("root_err_m", float("nan")),
-                    eval_falls=ev.get("falls", float("nan")))
+                    eval_falls=ev.get("falls", float("nan")),
+                    eval_joint_err_early_deg=ev.get("joint_err_deg_early", float("nan")),
+                    eval_track_err_early_cm=100 * ev.get("track_err_early_m", float("nan")))
 
     def step(self) -> dict:
         cfg = self.cfg
@@ -544,6 +548,13 @@ def plot_log(log_path, out_path) -> Path:
     _legend(a)
     a = ax[1, 0]
     ev_panel(a, "eval_joint_err_deg", "mean joint-angle error", "deg")
+    v = get("eval_joint_err_early_deg")
+    ok = np.isfinite(v) & (it > 0)
+    if ok.any():
+        a.plot(it[ok], v[ok], "s-", ms=3, color="C2", label="first second of each start")
+        if np.isfinite(base.get("eval_joint_err_early_deg", np.nan)):
+            a.axhline(base["eval_joint_err_early_deg"], color="C2", ls=":", label="untrained: first second")
+        _legend(a)
     a.set_title("real-simulator tracking: joint angles (falls charged)")
     a = ax[1, 1]
     ev_panel(a, "eval_root_err_cm", "root position error", "cm")
