@@ -211,3 +211,28 @@ def test_act_loss_keeps_a_gradient_in_saturation():
     vals = [float(act_loss(torch.full((1, 4), v), cfg)) for v in (0.0, 0.5, 2.0, 10.0, 1e3)]
     assert vals[0] < 1e-3 and all(x < y for x, y in zip(vals, vals[1:]))
     assert vals[1] == pytest.approx(2 * 2.0 * np.log1p(0.25), rel=1e-4)  # w1 mean + w2 rms, 4 equal muscles
+
+
+def test_action_response_is_the_simulators_own(tmp_path):
+    """The probe behind wm_action_cos restores the state before each of its two policy
+    steps: a zero change gives exactly no response, and the response to -d points, on
+    average, against the response to d (not exactly: muscles only pull and activations are
+    clipped to their bounds, so the map is far from linear). The untrained world model's
+    cosine is a number in [-1, 1]."""
+    from training.trainer import Trainer, policy_file_arrays
+
+    tr = Trainer(_tiny(workers=0, eval_every=0), tmp_path / "run")
+    arrays, meta = policy_file_arrays(tr.model, tr.cfg)
+    plus = tr.pool.action_response(arrays, meta, 4, 0.01, [0, 1])
+    minus = tr.pool.action_response(arrays, meta, 4, -0.01, [0, 1])
+    zero = tr.pool.action_response(arrays, meta, 4, 0.0, [0, 1])
+    cos = tr.wm_action_fidelity(n=4)
+    tr.close()
+    assert np.allclose(plus["pos"], minus["pos"]) and np.allclose(plus["delta"], -minus["delta"])
+    rp = np.concatenate([plus["dlinvel"].reshape(4, -1), plus["dangvel"].reshape(4, -1)], 1)
+    rm = np.concatenate([minus["dlinvel"].reshape(4, -1), minus["dangvel"].reshape(4, -1)], 1)
+    assert np.all(np.linalg.norm(rp, axis=1) > 1e-4)  # the muscles do move the body
+    c = np.sum(rp * rm, 1) / np.linalg.norm(rp, axis=1) / np.linalg.norm(rm, axis=1)
+    assert c.mean() < -0.2  # measured -0.4
+    assert np.abs(zero["dlinvel"]).max() == 0.0 and np.abs(zero["dangvel"]).max() == 0.0
+    assert -1.0 <= cos <= 1.0

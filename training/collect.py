@@ -221,6 +221,55 @@ class Collector:
                     fell_at_each=fell, errors=per[0]["body"].tolist())
 
 
+    def action_response(self, arrays: dict, meta: dict, n: int, scale: float, seed) -> dict:
+        """How the real simulator answers a change of action, to check the world model's
+        answer against (trainer.wm_action_fidelity). Along deterministic tracking rollouts
+        of the first clip (fresh muscles, random start phases), at n states the policy step
+        is simulated twice from the same state: with the policy's action a and with a + d,
+        d ~ N(0, scale^2) per muscle. Returns the states (buffer fields), a, d and the
+        differences of the resulting body velocities (n, B, 3) each: the response to d."""
+        rng = np.random.default_rng(seed)
+        pol = PolicyFile(meta, arrays)
+        M = self.rig.num_muscles
+        keys = ("pos", "rot", "linvel", "angvel", "MA", "MR", "MF")
+        out = {k: [] for k in keys + ("action", "delta", "dlinvel", "dangvel")}
+        tr = self.tracks[0]
+        while len(out["action"]) < n:
+            self.new_simulation()
+            sim = self.sim
+            t = self.reset(rng, 0, rng.uniform(0, tr.seconds), False)
+            for step in range(8):
+                s, f = sim.state, sim.fatigue
+                sn = pol.norm_state(state_features(s.pos, s.rot, s.linvel, s.angvel,
+                                                   fatigue_parts(f.MA, f.MR, f.MF, self.W)))
+                t_next = t + POLICY_PERIOD * sim.dt
+                z, _ = self.latent(pol, sn, s, tr, t_next, None, False)
+                a = pol.action(sn, z)
+                if step >= 2 and len(out["action"]) < n:  # past the start's transient
+                    d = scale * rng.standard_normal(M)
+                    q, qd = sim.physics.get_q()
+                    ends = []
+                    for act in (a, a + d):
+                        sim.physics.set_q(q, qd)
+                        sim.state, sim.fatigue = s, f
+                        for _ in range(POLICY_PERIOD):
+                            sim.step(act)
+                        ends.append(sim.state)
+                    for k, v in zip(keys, (s.pos, s.rot, s.linvel, s.angvel, f.MA, f.MR, f.MF)):
+                        out[k].append(v)
+                    out["action"].append(a)
+                    out["delta"].append(d)
+                    out["dlinvel"].append(ends[1].linvel - ends[0].linvel)
+                    out["dangvel"].append(ends[1].angvel - ends[0].angvel)
+                    sim.physics.set_q(q, qd)  # go on from the unperturbed state
+                    sim.state, sim.fatigue = s, f
+                for _ in range(POLICY_PERIOD):
+                    sim.step(a)
+                t = t_next
+                if sim.state.pos[0, 2] < self.cfg["fall_height"] or not np.all(np.isfinite(sim.state.pos)):
+                    break
+        return {k: np.asarray(v) for k, v in out.items()}
+
 _COLLECTOR: Collector | None = None
 
 
@@ -234,6 +283,8 @@ def _job(args):
     kind, arrays, meta, a, b, *more = args
     if kind == "collect":
         return _COLLECTOR.run_job(arrays, meta, a, b)
+    if kind == "response":
+        return _COLLECTOR.action_response(arrays, meta, a, b, *more)
     return _COLLECTOR.evaluate(arrays, meta, a, b, *more)
 
 
@@ -262,6 +313,11 @@ class CollectorPool:
         if self.pool is None:
             return self.local.evaluate(arrays, meta, seconds, clip, tuple(starts), early_s)
         return self.pool.apply(_job, (("eval", arrays, meta, seconds, clip, tuple(starts), early_s),))
+
+    def action_response(self, arrays, meta, n, scale, seed) -> dict:
+        if self.pool is None:
+            return self.local.action_response(arrays, meta, n, scale, seed)
+        return self.pool.apply(_job, (("response", arrays, meta, n, scale, seed),))
 
     def close(self):
         if self.pool is not None:

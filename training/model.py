@@ -17,7 +17,7 @@ from engine.rig import Rig
 from .networks import VAE, WorldModel
 from .torch_muscle import TorchMuscleSystem, skew
 
-WEIGHT_N = 600.0  # wrench features are divided by about the character's weight (N, N m)
+WEIGHT_N = 600.0  # N, N m: the wrench scale of runs that did not measure it (about the weight)
 
 
 def expmap(phi: torch.Tensor) -> torch.Tensor:
@@ -75,6 +75,10 @@ class Model:
         self.target_mean = torch.zeros(self.T)
         self.target_std = torch.ones(self.T)
         self.delta_std = torch.ones(6 * B)
+        # world-model input scales (set with delta_std; these defaults are the fixed scales
+        # of runs started before they were measured, so those resume unchanged)
+        self.action_std = torch.tensor(float(cfg.action_scale))
+        self.wrench_std = torch.full((6 * B,), WEIGHT_N)
 
     # ---- the policy's action -------------------------------------------------------------
     def act(self, sn: torch.Tensor, z: torch.Tensor, gen: torch.Generator | None = None) -> torch.Tensor:
@@ -112,25 +116,34 @@ class Model:
         X = torch.stack(x, -2)
         return X + (G @ self.body_from_joint[..., None])[..., 0]
 
+    def muscle_wrench(self, st: dict, action: torch.Tensor):
+        """The torch muscle step at st under the action: (MuscleStep, heading cos, sin, and
+        the muscles' force and torque on every body in the heading frame, (..., 6B), N and N m)."""
+        ms = self.tm.step(st["rot"], st["pos"], st["linvel"], st["angvel"], action, st["MA"], st["MR"], st["MF"])
+        c, s = P.heading_cs(st["rot"], torch)
+        wrench = torch.cat([P.to_heading(ms.body_force, c, s, torch), P.to_heading(ms.body_torque, c, s, torch)], -1)
+        return ms, c, s, wrench.reshape(wrench.shape[:-2] + (6 * self.B,))
+
     def world_step(self, st: dict, action: torch.Tensor):
         """One policy step (6 physics steps) of omega(s, a). Returns (next state, alpha_pd).
 
         Fatigue: the torch muscle step (the engine's equations) at the start state gives
         alpha_pd; the 3CC-r clip and update then run for the 6 physics steps with that
         alpha_pd held (the simulator re-evaluates it every step as the lengths change).
-        Skeleton: the network predicts each body's change of linear and angular velocity in
-        the heading frame; velocities are integrated (trapezoid) into the root position and
-        every rotation, and the other bodies' positions follow by forward kinematics.
+        Skeleton: the network sees the normalised state, the action and the muscles' wrench
+        on every body (each scaled to unit spread over the first buffer fill: unscaled, the
+        action's and the wrench's parts were ~0.05 against the state's ~1, and the model
+        learned to ignore them). It predicts each body's change of linear and angular
+        velocity in the heading frame; velocities are integrated (trapezoid) into the root
+        position and every rotation, and the other bodies' positions follow by forward
+        kinematics.
         """
         tm = self.tm
-        ms = tm.step(st["rot"], st["pos"], st["linvel"], st["angvel"], action, st["MA"], st["MR"], st["MF"])
+        ms, c, s, wrench = self.muscle_wrench(st, action)
         MA, MR, MF = ms.MA, ms.MR, ms.MF
         for _ in range(POLICY_PERIOD - 1):
             _, MA, MR, MF = tm.fatigue_step(ms.alpha_pd, MA, MR, MF)
-        c, s = P.heading_cs(st["rot"], torch)
-        wrench = torch.cat([P.to_heading(ms.body_force, c, s, torch), P.to_heading(ms.body_torque, c, s, torch)], -1)
-        wrench = wrench.reshape(wrench.shape[:-2] + (6 * self.B,)) / WEIGHT_N
-        x = torch.cat([self.state_norm(st), action / self.cfg.action_scale, wrench], -1)
+        x = torch.cat([self.state_norm(st), action / self.action_std, wrench / self.wrench_std], -1)
         d = (self.wm(x) * self.delta_std).reshape(x.shape[:-1] + (self.B, 6))
         v1 = st["linvel"] + from_heading(d[..., :3], c, s)
         w1 = st["angvel"] + from_heading(d[..., 3:], c, s)

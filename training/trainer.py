@@ -38,7 +38,7 @@ LOG_COLUMNS = ["iteration", "samples_total", "seconds", "collect_s", "wm_s", "va
                "wm_updates_per_s", "vae_updates_per_s", "wm_loss", "wm_err8_cm", "vae_loss", "rec", "kl",
                "act", "train_track_err_cm", "episodes", "falls", "eval_track_err_cm", "eval_fell_at_s",
                "task_loss", "eval_joint_err_deg", "eval_root_err_cm", "eval_falls",
-               "eval_joint_err_early_deg", "eval_track_err_early_cm"]
+               "eval_joint_err_early_deg", "eval_track_err_early_cm", "wm_action_cos"]
 
 
 class Buffer:
@@ -193,11 +193,19 @@ class Trainer:
         m.target_std = torch.as_tensor(np.maximum(T.std(0), STD_FLOOR), dtype=torch.float32)
 
     def _init_deltas(self) -> None:
-        """World-model output scale: std of the per-step velocity changes in the first fill."""
+        """World-model scales from the first fill: the output's (std of the per-step velocity
+        changes) and the inputs' (the actions' spread, one number, and every wrench
+        component's, floored at 1 N or 1 N m)."""
         starts = self.buffer.valid_starts(2)
         w = self.buffer.windows(starts[: 4096], 2)
-        d = self.model.deltas(_state(w, 0), _state(w, 1))
-        self.model.delta_std = torch.clamp(d.std(0), min=1e-2)
+        m = self.model
+        d = m.deltas(_state(w, 0), _state(w, 1))
+        m.delta_std = torch.clamp(d.std(0), min=1e-2)
+        a = w["action"][:, 0]
+        m.action_std = torch.clamp(a.std(), min=1e-6)
+        with torch.no_grad():
+            wrench = m.muscle_wrench(_state(w, 0), a)[3]
+        m.wrench_std = torch.clamp(wrench.std(0), min=1.0)
         self.delta_ready = True
 
     @property
@@ -247,6 +255,25 @@ class Trainer:
         _, err = self.model.wm_loss([_state(w, t) for t in range(horizon + 1)],
                                     [w["action"][:, t] for t in range(horizon)])
         return float(100 * err[-1])
+
+    @torch.no_grad()
+    def wm_action_fidelity(self, n: int = 24) -> float:
+        """Does the world model answer a change of action as the simulator does? Mean cosine
+        between the predicted and the real change of every body's velocities (linear and
+        angular, one policy step) when the action moves by exploration-sized noise
+        (action_scale x sigma_policy per muscle), over n states of tracking rollouts
+        (Collector.action_response). 1: same direction; ~0: the model ignores the action,
+        and the policy's gradients through it carry no information."""
+        cfg, m = self.cfg, self.model
+        arrays, meta = policy_file_arrays(m, cfg)
+        r = self.pool.action_response(arrays, meta, n, cfg.action_scale * cfg.sigma_policy, [cfg.seed, 3, self.iteration])
+        T = lambda v: torch.as_tensor(v, dtype=torch.float32)
+        st = {k: T(r[k]) for k in ("pos", "rot", "linvel", "angvel", "MA", "MR", "MF")}
+        w0, _ = m.world_step(st, T(r["action"]))
+        w1, _ = m.world_step(st, T(r["action"] + r["delta"]))
+        pred = torch.cat([(w1["linvel"] - w0["linvel"]).flatten(1), (w1["angvel"] - w0["angvel"]).flatten(1)], 1)
+        real = torch.cat([T(r["dlinvel"]).flatten(1), T(r["dangvel"]).flatten(1)], 1)
+        return float(torch.nn.functional.cosine_similarity(pred, real, dim=1, eps=1e-12).mean())
 
     def train_world_model(self) -> float:
         cfg, m = self.cfg, self.model
@@ -332,6 +359,7 @@ class Trainer:
         if cfg.eval_every and (self.iteration % cfg.eval_every == 0):
             ev = self.evaluate()
             row.update(self._eval_row(ev))
+            row["wm_action_cos"] = self.wm_action_fidelity()
         self.seconds += time.perf_counter() - t0
         row["seconds"] = self.seconds
         row = {k: float(v) if v is not None else float("nan") for k, v in row.items()}
@@ -394,7 +422,8 @@ class Trainer:
                   opt_wm=self.opt_wm.state_dict(), opt_vae=self.opt_vae.state_dict(),
                   opt_task=self.opt_task.state_dict() if self.opt_task else None,
                   norm=dict(state_mean=m.state_mean, state_std=m.state_std, target_mean=m.target_mean,
-                            target_std=m.target_std, delta_std=m.delta_std),
+                            target_std=m.target_std, delta_std=m.delta_std, action_std=m.action_std,
+                            wrench_std=m.wrench_std),
                   buffer=self.buffer.state_dict(), rng=_rng_state(self.rng),
                   torch_rng=torch.get_rng_state(), gen=self.gen.get_state(), last=self.last)
         tmp = self.out / (CHECKPOINT + ".tmp")
@@ -528,6 +557,14 @@ def plot_log(log_path, out_path) -> Path:
     a.set_title("world model")
     a.legend(loc="upper right", fontsize=8)
     a2.legend(loc="center right", fontsize=8)
+    v = get("wm_action_cos")
+    ok = np.isfinite(v)
+    if ok.any():  # the model's answer to a change of action against the simulator's
+        a3 = a.twinx()
+        a3.spines["right"].set_position(("axes", 1.15))
+        a3.plot(it[ok], v[ok], "g^-", ms=3, label="action response: cosine with the simulator's")
+        a3.set_ylim(-0.2, 1.0)
+        a3.legend(loc="lower left", fontsize=8)
     top_axis(a)
     a = ax[0, 1]
     for k in ("vae_loss", "rec", "kl", "act"):
