@@ -21,6 +21,11 @@ A clip is a BVH file (retargeted on the fly) or a reference .npz from `sinew ret
 CLIP:SECONDS plays it (looping) for that long, default one pass. Clips play in order,
 cross-faded at each switch. Writes take.npz, report.json, report.md, activation.png
 (muscle activation heat map) and fatigue.png (M_F by muscle group).
+
+Before simulating, each clip is solved along its reference with the muscles free (no
+fatigue): the report says how much joint torque it asks beyond the muscles and how much
+root help beyond its foot contacts, and flags a clip beyond this body (the bundled sprint
+is; the walk is not): such a take leans on --residual, or falls without it.
 """
 
 
@@ -144,8 +149,24 @@ def report_lines(take, files) -> list[str]:
         f"({s['residual_mean_body_weights']:.3f} body weights), max {s['residual_max_N']:.0f} N, "
         f"torque mean {s['residual_torque_mean_Nm']:.1f} N m",
         "M_F mean    " + ", ".join(f"{g} {v:.3f}" for g, v in s["MF_mean_by_group"].items()),
+    ] + demand_lines(take) + [
         "wrote       " + ", ".join(str(f) for f in files),
     ]
+
+
+def demand_lines(take) -> list[str]:
+    """One line per clip of what it asks of the body (engine.control.demands), flagged when
+    it is beyond what the muscles and the ground can do."""
+    from .control.demands import demanding
+
+    out = []
+    for d in take.meta.get("demands", []):
+        line = (f"clip needs  {Path(d['clip']).name}: {d['unmet_joint_torque_Nm_mean']:.0f} N m of joint torque beyond the "
+                f"muscles, {d['root_help_body_weights_mean']:.2f} body weights of root help (reference, mean)")
+        if demanding(d):
+            line += "; beyond this body: expect the residual to carry it, or a fall without it"
+        out.append(line)
+    return out
 
 
 def report_markdown(take, files) -> str:
@@ -164,6 +185,15 @@ def report_markdown(take, files) -> str:
         lines.append(f"| M_F mean, {g} | {v:.4f} |")
     for g, v in s["MF_final_by_group"].items():
         lines.append(f"| M_F final, {g} | {v:.4f} |")
+    if m.get("demands"):
+        lines += ["", "What each clip asks of the body, solved along its reference with activations free in "
+                  "[0, 1] (engine.control.demands; the bundled walk: 26 N m, 0.03 body weights):", "",
+                  "| clip | unmet joint torque, mean / max (N m) | root help, mean / max (body weights) | worst joints (N m) |",
+                  "|---|---|---|---|"]
+        for d in m["demands"]:
+            worst = ", ".join(f"{k} {v:.0f}" for k, v in d["worst_joints"].items())
+            lines.append(f"| {Path(d['clip']).name} | {d['unmet_joint_torque_Nm_mean']:.0f} / {d['unmet_joint_torque_Nm_max']:.0f} | "
+                         f"{d['root_help_body_weights_mean']:.2f} / {d['root_help_body_weights_max']:.2f} | {worst} |")
     lines += ["", f"Controller: {m['controller']}, backend {m['backend']}, fatigue scale "
               f"{m['fatigue']['scale']:g} (F = {m['fatigue']['F']:g}, R = {m['fatigue']['R']:g}, r = {m['fatigue']['r']:g}), "
               f"seed {m['seed']}, {m['fps']} fps.",

@@ -253,6 +253,17 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         ctrl = PolicyController(policy, rig, mode="track", reference=refs[0][0], seed=int(seed))
     else:
         ctrl = TrackingController(sim, plan, params)
+    demands = []
+    if controller == "tracking":  # what each clip asks of the body (engine.control.demands)
+        from .control.demands import reference_demands
+
+        clips_seen = []
+        for seg in plan.segments:
+            if all(seg.clip is not c for c in clips_seen):
+                clips_seen.append(seg.clip)
+                demands.append(reference_demands(ctrl, sim, seg.clip))
+        sim.physics.set_q(q0, v0)
+        sim.state = sim.physics.body_state()
 
     n = plan.total_steps
     frame_steps = np.unique(np.round(np.arange(0, n / 120.0 + 1e-9, 1.0 / fps) * 120).astype(int))
@@ -327,7 +338,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         clips=[dict(name=name, seconds=float(sec), frames=int(ref.num_frames),
                     source=str(src) if not hasattr(src, "meta") else name)
                for (ref, sec, name), (src, _) in zip(refs, clips)],
-        fatigue=asdict(fatigue), tracking=_params_dict(params), blend_s=blend,
+        fatigue=asdict(fatigue), tracking=_params_dict(params), blend_s=blend, demands=demands,
         segments=[dict(label=s.label, start_s=s.start / 120.0, seconds=s.steps / 120.0, phase_frame=s.phase)
                   for s in plan.segments],
         planned_seconds=n / 120.0, simulated_seconds=sim_seconds,

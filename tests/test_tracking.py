@@ -220,6 +220,27 @@ def test_reference_velocities_are_lowpassed_without_losing_the_cycle(rig):
     assert np.allclose(raw._lowpass(v, 6.0), v, atol=1e-12)
 
 
+def test_clip_demands_tell_the_walk_from_a_sprint_beyond_the_body(rig):
+    """engine.control.demands along the bundled clips: the walk is within what the muscles
+    and the ground can do; the sprint asks for several times the unmet joint torque and
+    ~0.4 body weights of root help (measured 26 vs 90 N m, 0.03 vs 0.39)."""
+    from engine.control import TrackingController
+    from engine.control.demands import demanding, reference_demands
+    from engine.control.plan import MotionPlan, load_clip
+    from engine.simulation import Simulation
+
+    walk, _ = load_clip(rig, WALK)
+    run, _ = load_clip(rig, MASS / "motion" / "run.bvh")
+    plan = MotionPlan(rig, [(walk, 1.0, "walk"), (run, 1.0, "run")])
+    sim = Simulation(rig, "mujoco", fatigue=fat.FatigueParams(scale=0.0))
+    ctrl = TrackingController(sim, plan)
+    dw, dr = (reference_demands(ctrl, sim, seg.clip) for seg in plan.segments)
+    assert dw["root_help_body_weights_mean"] < 0.08 and not demanding(dw)
+    assert dr["root_help_body_weights_mean"] > 0.25 and demanding(dr)
+    assert dr["unmet_joint_torque_Nm_mean"] > 2 * dw["unmet_joint_torque_Nm_mean"]
+    assert set(dr["worst_joints"]) & {"TibiaR", "TibiaL", "FemurR", "FemurL"}
+
+
 # ---- the fresh 60 s walk (slow: ~3-4 minutes on one core) --------------------------------
 @pytest.fixture(scope="module")
 def walk_take(rig):
@@ -236,6 +257,9 @@ def test_fresh_walk_60s_completes_and_reports_residual(walk_take):
     assert np.all(walk_take.MF == 0)  # fatigue scale 0: nothing tires
     # the residual is a small helper, not what holds the character up (measured 0.033 body weights)
     assert s["residual_mean_body_weights"] < 0.06
+    # and about what the clip itself asks for beyond the body, found before simulating
+    d = walk_take.meta["demands"][0]
+    assert d["root_help_body_weights_mean"] == pytest.approx(s["residual_mean_body_weights"], abs=0.03)
 
 
 def test_fresh_walk_60s_must_hold(walk_take):

@@ -119,9 +119,9 @@ class TrackingController:
         p = self.params
         return a_ref + p.kp * err + p.kd * (v_ref - qd), q_ref
 
-    def contact_jacobian(self, state, jac):
+    def contact_jacobian(self, state, jac, margin: float | None = None):
         """Friction-pyramid edge Jacobians (4 per point, (n, nv)) of the foot boxes' corners
-        that are within `contact_margin` of the floor: each edge is n + mu t for a tangent
+        that are within `margin` (default contact_margin) of the floor: each edge is n + mu t for a tangent
         t = +-x, +-y, and its force beta >= 0 (a linearised cone, as MuJoCo's pyramidal
         contacts). The lowest 4 corners of each contact body are candidates."""
         w, v = jac  # (nv, B, 3)
@@ -130,7 +130,7 @@ class TrackingController:
         low = np.argsort(corners[..., 2], axis=1)[:, :4]  # the 4 lowest corners of each body
         pts = np.take_along_axis(corners, low[..., None], axis=1).reshape(-1, 3)
         owner = np.repeat(bodies, 4)
-        near = pts[:, 2] < self.params.contact_margin
+        near = pts[:, 2] < (self.params.contact_margin if margin is None else margin)
         pts, owner = pts[near], owner[near]
         if not len(pts):
             return np.zeros((0, self.rig.num_dofs))

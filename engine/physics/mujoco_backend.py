@@ -118,11 +118,14 @@ class MujocoBackend(Backend):
 
     # ---- state --------------------------------------------------------------------------
     def set_q(self, q, qdot=None) -> None:
-        """Direct: MuJoCo's qpos/qvel are the engine's coordinates (pinned joints left out)."""
+        """Direct: MuJoCo's qpos/qvel are the engine's coordinates (pinned joints left out).
+        The contact solver's warm start is cleared, so what follows depends on the state set
+        here and not on what the backend simulated before."""
         q = _finite("q", q, self._rest_q.shape)
         qdot = np.zeros(self.rig.num_dofs) if qdot is None else _finite("qdot", qdot, (self.rig.num_dofs,))
         self.data.qpos[:] = q[self._qi]
         self.data.qvel[:] = qdot[self._vi]
+        self.data.qacc_warmstart[:] = 0.0
         mujoco.mj_forward(self.model, self.data)
 
     def get_q(self):

@@ -1,0 +1,79 @@
+"""What a clip asks of the character, before any simulation.
+
+Along one loop of a clip's reference (every frame, or every few for long clips), with the
+character placed exactly on it: the inverse dynamics of the reference motion, met as well as
+possible by the muscles with their activations free in [0, 1] (no fatigue, no rate limits),
+by the ground through the foot corners within 2 cm of the floor, and by an unbounded root
+residual, in the tracking controller's own solve. What is left over says how far the clip is
+from what this body can do:
+
+- unmet joint torque (N m, norm over the non-root joints): torque no activation pattern
+  gives, at these poses and speeds;
+- root help (body weights): force on the pelvis that neither the ground nor the muscles
+  provide, i.e. the reference's root accelerates in a way its foot contacts cannot explain.
+
+Measured on the bundled clips: walk 26 N m (mostly the toes) and 0.03 body weights; sprint
+90 N m (knees, hips, arms) and 0.39 body weights. A take of a clip that needs much root help
+leans on the residual (`--residual`) or falls without it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .coordination import coordinate
+from .plan import CyclicClip
+
+G = 9.81
+MARGIN = 0.02  # m: foot corners this near the floor may push (the clip's own contacts)
+MAX_SAMPLES = 60  # frames solved per clip (every k-th frame of a long clip)
+
+
+def reference_demands(ctrl, sim, clip: CyclicClip) -> dict:
+    """Demands of `clip` (see the module docstring) using the tracking controller `ctrl`'s
+    dynamics, moment arms and contacts on `sim`'s physics. Moves the physics state: the
+    caller puts the character back where it starts."""
+    rig = ctrl.rig
+    M = rig.num_muscles
+    lo, hi = np.zeros(M), np.ones(M)
+    unbounded = np.full(6, 1e6)
+    weight = rig.mass_kg * G
+    start = rig.dof_start
+    frames = range(0, clip.frames, max(1, -(-clip.frames // MAX_SAMPLES)))
+    unmet, help_bw, per_joint = [], [], np.zeros(rig.num_bodies)
+    from .. import muscle as hill
+
+    for k in frames:
+        q, v, a = clip.q[k], clip.qvel[k], clip.qacc[k]
+        sim.physics.set_q(q, v)
+        state = sim.physics.body_state()
+        Mm, bias = ctrl.dynamics(q, v)
+        tau = Mm @ a + bias
+        u, length, rate = sim.muscles.kinematics(state.rot, state.pos, state.linvel, state.angvel)
+        lbar = hill.normalized_length(length, rig.muscle_rest_length, rig.muscle_lt, rig.muscle_lm)
+        vbar = hill.normalized_velocity(rate, rig.muscle_rest_length, rig.muscle_lm)
+        flfv, fpe = hill.active_and_passive(lbar, vbar)
+        jac = ctrl.body_jacobians()
+        A = ctrl.arms(u, state.rot, None, None, state.pos, jac)
+        Jc = ctrl.contact_jacobian(state, jac, MARGIN)
+        sol = coordinate(tau, A, rig.muscle_f0, flfv, fpe, lo, hi, ctrl.params.weights, Jc=Jc,
+                         residual_bound=unbounded)
+        left = tau - sol.achieved - Jc.T @ sol.contact
+        left[:6] -= sol.residual
+        unmet.append(float(np.linalg.norm(left[6:])))
+        help_bw.append(float(np.linalg.norm(sol.residual[:3])) / weight)
+        for b in range(1, rig.num_bodies):
+            per_joint[b] += np.linalg.norm(left[start[b]:start[b + 1]])
+    per_joint /= len(unmet)
+    worst = np.argsort(per_joint)[::-1][:3]
+    return dict(clip=clip.name, frames_solved=len(unmet),
+                unmet_joint_torque_Nm_mean=round(float(np.mean(unmet)), 2),
+                unmet_joint_torque_Nm_max=round(float(np.max(unmet)), 2),
+                root_help_body_weights_mean=round(float(np.mean(help_bw)), 4),
+                root_help_body_weights_max=round(float(np.max(help_bw)), 4),
+                worst_joints={rig.body_names[b]: round(float(per_joint[b]), 2) for b in worst})
+
+
+def demanding(d: dict) -> bool:
+    """A clip beyond the body, by the demands: more than 0.15 body weights of root help or
+    60 N m of unmet joint torque on average (the bundled walk: 0.03, 26)."""
+    return d["root_help_body_weights_mean"] > 0.15 or d["unmet_joint_torque_Nm_mean"] > 60.0
