@@ -25,9 +25,10 @@ Measured (issue 5, 2-core machine, one thread, MuJoCo):
   (the walk: 26 N m, mostly toes, and 0.03). Much of the residual is in the right foot's
   stance, which the loop closure (an 8 deg seam spread over the 66 frames) lifts 2-4 cm
   off the floor.
-- Speed ~0.4-1x real time: the QP (~320 unknowns, 56 equalities, ~150 DAQP iterations) takes
-  ~5-15 ms a step; preparation ~2-4 ms; muscles + physics ~0.5-1 ms. Warm-starting DAQP
-  with the last active set halves the iterations but not the time (OSQP, tried: 20-40 ms).
+- Speed ~1.1-1.4x real time (`sinew bench --tracking 4`: 5.9 ms a step; it was 10.7 ms):
+  the QP (~320 unknowns, 56 equalities) takes ~3.6 ms, warm-started from the last step's
+  active set (~45 DAQP iterations instead of ~150); preparation ~1.3 ms (moment arms
+  0.5 ms); muscles + physics ~0.7 ms. OSQP, tried on the same problems: 20-40 ms.
 """
 from .coordination import CoordinationWeights, MomentArms, coordinate
 from .plan import CyclicClip, MotionPlan, QSpace, load_clip, parse_clip_arg

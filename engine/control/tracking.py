@@ -106,7 +106,7 @@ class TrackingController:
         self._corner_local = 0.5 * signs[None] * sim.rig.body_size[:, None]  # (B, 8, 3)
         mu = FRICTION
         self._edges = np.array([[mu, 0, 1], [-mu, 0, 1], [0, mu, 1], [0, -mu, 1]], float)
-        self._warm = None
+        self._warm = self._active = None
         self._jp = np.zeros((sim.rig.num_bodies, 3, self.model.nv))
         self._jr = np.zeros((sim.rig.num_bodies, 3, self.model.nv))
         self.last = None  # the last decision's details, for probes and tests
@@ -181,10 +181,10 @@ class TrackingController:
         lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, ms.dt, p.F_eff, p.LD, p.LR)
         t1 = time.perf_counter()
         sol = coordinate(tau, A, rig.muscle_f0, flfv, fpe, lb, ub, self.params.weights, warm=self._warm,
-                         Jc=Jc, residual_bound=self.residual_bound)
+                         Jc=Jc, residual_bound=self.residual_bound, active=self._active)
         contact_gf = Jc.T @ sol.contact
         g = sol.residual
-        self._warm = sol.activation
+        self._warm, self._active = sol.activation, sol.active
         t2 = time.perf_counter()
         # residual generalised force -> force at the pelvis centre and torque (world)
         force = g[:3].copy()
