@@ -109,8 +109,11 @@ class SINEW_OT_simulate(_ArmatureOp, bpy.types.Operator):
         summ = job.take.meta.get("summary", {})
         msg = (f"Sinew: baked {info['frames']} frames into '{info['action']}'"
                + (" (the character fell; kept up to the fall)" if summ.get("fell") else ""))
+        beyond = core.clips_beyond_the_body(job.take)
+        if beyond:
+            msg += "; " + beyond
         s.last_report = msg
-        self.report({"INFO"}, msg)
+        self.report({"WARNING"} if beyond else {"INFO"}, msg)
         return info
 
     def execute(self, context):  # blocking: background mode, scripts

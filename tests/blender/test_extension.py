@@ -90,6 +90,11 @@ def test_retarget_simulate_bake(sinew, fresh):
     F = int(table["sinew_frames"])
     assert F == info["frames"] and F >= int(SECONDS * 30)
     job_take = LAST_TAKE(sinew)
+    # the walk is within what the body can do: no warning about the clip
+    assert job_take.meta["demands"] and "asks more" not in s.last_report
+    sprint = dict(job_take.meta["demands"][0], clip="run.bvh", root_help_body_weights_mean=0.39)
+    warning = core.clips_beyond_the_body(type("T", (), {"meta": {"demands": [sprint]}})())
+    assert warning.startswith("run.bvh asks more than this body can do") and "0.39 body weights" in warning
     root, local = core.take_pose(job_take)
     _, x, body_rot, body_pos = from_engine.forward_kinematics(rig, root,
                                                               sub(sinew, "engine.transforms").quat_to_matrix(local))
