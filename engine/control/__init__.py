@@ -24,7 +24,10 @@ Measured (issue 5, 2-core machine, one thread, MuJoCo):
   hips, arms; 75 with f_v = 1, 43 with 3x f0) and needs 0.39 body weights of root residual
   (the walk: 26 N m, mostly toes, and 0.03). Much of the residual is in the right foot's
   stance, which the loop closure (an 8 deg seam spread over the 66 frames) lifts 2-4 cm
-  off the floor.
+  off the floor; spreading each leg's share over its last swing instead cut the root help to
+  0.22 but not the unmet torque, and tracked worse (reverted). One reason for the torque: the
+  waypoint paths have no patella, so the vastus lateralis' knee moment arm falls from 5.6 cm
+  at 24 deg of flexion to 1.1 cm at 110 deg and 0.2 cm at 119 deg (the sprint's swing).
 - Speed ~1.1-1.4x real time (`sinew bench --tracking 4`: 5.9 ms a step; it was 10.7 ms):
   the QP (~320 unknowns, 56 equalities) takes ~3.6 ms, warm-started from the last step's
   active set (~45 DAQP iterations instead of ~150); preparation ~1.3 ms (moment arms
