@@ -273,11 +273,9 @@ def fatigue_params(scale=1.0, F=0.01, R=0.002, r=2.0):
 def clips_beyond_the_body(take) -> str:
     """A warning naming the take's clips that ask more than the muscles and the ground can
     give (engine.control.demands), or '' when none does."""
-    from .engine.control.demands import demanding
+    from .engine.control.demands import demanding, figures
 
-    parts = [f"{Path(d['clip']).name} asks more than this body can do "
-             f"({d['unmet_joint_torque_Nm_mean']:.0f} N m beyond the muscles, "
-             f"{d['root_help_body_weights_mean']:.2f} body weights of root help): the root residual carries it"
+    parts = [f"{Path(d['clip']).name} asks more than this body can do ({figures(d)}): the root residual carries it"
              for d in take.meta.get("demands", []) if demanding(d)]
     return "; ".join(parts)
 

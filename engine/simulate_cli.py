@@ -157,12 +157,11 @@ def report_lines(take, files) -> list[str]:
 def demand_lines(take) -> list[str]:
     """One line per clip of what it asks of the body (engine.control.demands), flagged when
     it is beyond what the muscles and the ground can do."""
-    from .control.demands import demanding
+    from .control.demands import demanding, figures
 
     out = []
     for d in take.meta.get("demands", []):
-        line = (f"clip needs  {Path(d['clip']).name}: {d['unmet_joint_torque_Nm_mean']:.0f} N m of joint torque beyond the "
-                f"muscles, {d['root_help_body_weights_mean']:.2f} body weights of root help (reference, mean)")
+        line = f"clip needs  {Path(d['clip']).name}: {figures(d)} (reference, mean)"
         if demanding(d):
             line += "; beyond this body: expect the residual to carry it, or a fall without it"
         out.append(line)

@@ -257,11 +257,8 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     if controller == "tracking":  # what each clip asks of the body (engine.control.demands)
         from .control.demands import reference_demands
 
-        clips_seen = []
-        for seg in plan.segments:
-            if all(seg.clip is not c for c in clips_seen):
-                clips_seen.append(seg.clip)
-                demands.append(reference_demands(ctrl, sim, seg.clip))
+        unique = {id(seg.clip): seg.clip for seg in plan.segments}  # a clip chained twice is one clip
+        demands = [reference_demands(ctrl, sim, clip) for clip in unique.values()]
         sim.physics.set_q(q0, v0)
         sim.state = sim.physics.body_state()
 

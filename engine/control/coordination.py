@@ -52,24 +52,23 @@ class MomentArms:
         seg, col, val = DX.row[keep], DX.col[keep], DX.data[keep]
         m = rig.seg_muscle[seg]
         key = m.astype(np.int64) * (4 * rig.num_bodies) + col
-        uniq, self._slot = np.unique(key, return_inverse=True)
-        self._seg, self._val = seg, val
-        self._nnz = len(uniq)
-        self._rows, self._cols = uniq // (4 * rig.num_bodies), uniq % (4 * rig.num_bodies)
+        uniq, slot = np.unique(key, return_inverse=True)
+        self._nnz = nnz = len(uniq)
+        W = 4 * rig.num_bodies
+        rows, cols = uniq // W, uniq % W
         # One sparse P = [P_x P_y P_z] (M x 12B) for the three components at once: its data
         # are three bincounts over the same slots, laid out row by row (CSR).
-        nnz, W = self._nnz, 4 * rig.num_bodies
-        rows3 = np.tile(self._rows, 3)
-        cols3 = np.r_[self._cols, self._cols + W, self._cols + 2 * W]
+        rows3 = np.tile(rows, 3)
+        cols3 = np.r_[cols, cols + W, cols + 2 * W]
         order = np.lexsort((cols3, rows3))
         self._order = order  # CSR position -> (component, slot) index of the stacked bincount
         self._indices = cols3[order].astype(np.int32)
         self._indptr = np.searchsorted(rows3[order], np.arange(rig.num_muscles + 1)).astype(np.int32)
         self._shape = (rig.num_muscles, 3 * W)
-        self._slot3 = np.r_[self._slot, self._slot + nnz, self._slot + 2 * nnz]
-        self._seg3 = np.tile(self._seg, 3)
-        self._val3 = np.tile(self._val, 3)
-        self._comp3 = np.repeat(np.arange(3), len(self._seg))
+        self._slot3 = np.r_[slot, slot + nnz, slot + 2 * nnz]
+        self._seg3 = np.tile(seg, 3)
+        self._val3 = np.tile(val, 3)
+        self._comp3 = np.repeat(np.arange(3), len(seg))
 
     def body_jacobians(self, joint_rot, joint_pos, body_pos):
         """Angular and linear velocity of every body's centre per unit velocity of each DOF:

@@ -40,21 +40,13 @@ def reference_demands(ctrl, sim, clip: CyclicClip) -> dict:
     start = rig.dof_start
     frames = range(0, clip.frames, max(1, -(-clip.frames // MAX_SAMPLES)))
     unmet, help_bw, per_joint = [], [], np.zeros(rig.num_bodies)
-    from .. import muscle as hill
-
     for k in frames:
         q, v, a = clip.q[k], clip.qvel[k], clip.qacc[k]
         sim.physics.set_q(q, v)
         state = sim.physics.body_state()
         Mm, bias = ctrl.dynamics(q, v)
         tau = Mm @ a + bias
-        u, length, rate = sim.muscles.kinematics(state.rot, state.pos, state.linvel, state.angvel)
-        lbar = hill.normalized_length(length, rig.muscle_rest_length, rig.muscle_lt, rig.muscle_lm)
-        vbar = hill.normalized_velocity(rate, rig.muscle_rest_length, rig.muscle_lm)
-        flfv, fpe = hill.active_and_passive(lbar, vbar)
-        jac = ctrl.body_jacobians()
-        A = ctrl.arms(u, state.rot, None, None, state.pos, jac)
-        Jc = ctrl.contact_jacobian(state, jac, MARGIN)
+        flfv, fpe, A, Jc = ctrl.muscle_terms(sim, state, MARGIN)
         sol = coordinate(tau, A, rig.muscle_f0, flfv, fpe, lo, hi, ctrl.params.weights, Jc=Jc,
                          residual_bound=unbounded)
         left = tau - sol.achieved - Jc.T @ sol.contact
@@ -71,6 +63,12 @@ def reference_demands(ctrl, sim, clip: CyclicClip) -> dict:
                 root_help_body_weights_mean=round(float(np.mean(help_bw)), 4),
                 root_help_body_weights_max=round(float(np.max(help_bw)), 4),
                 worst_joints={rig.body_names[b]: round(float(per_joint[b]), 2) for b in worst})
+
+
+def figures(d: dict) -> str:
+    """The demands of one clip in words, for reports and warnings."""
+    return (f"{d['unmet_joint_torque_Nm_mean']:.0f} N m of joint torque beyond the muscles, "
+            f"{d['root_help_body_weights_mean']:.2f} body weights of root help")
 
 
 def demanding(d: dict) -> bool:

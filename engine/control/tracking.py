@@ -158,10 +158,24 @@ class TrackingController:
             mujoco.mj_jac(m, d, self._jp[b], self._jr[b], d.xipos[b + 1], b + 1)
         return self._jr.transpose(2, 0, 1), self._jp.transpose(2, 0, 1)
 
+    def muscle_terms(self, sim, state, margin: float | None = None):
+        """What the solve needs of the muscles and the ground at the physics state (the
+        data already forwarded there): the Hill factors f_l f_v and f_PE (M,), the moment
+        arms A (M, nv) and the contact edge Jacobians Jc (n, nv) of the corners within
+        `margin` (default contact_margin) of the floor."""
+        from .. import muscle as hill
+
+        rig = self.rig
+        u, length, rate = sim.muscles.kinematics(state.rot, state.pos, state.linvel, state.angvel)
+        lbar = hill.normalized_length(length, rig.muscle_rest_length, rig.muscle_lt, rig.muscle_lm)
+        vbar = hill.normalized_velocity(rate, rig.muscle_rest_length, rig.muscle_lm)
+        flfv, fpe = hill.active_and_passive(lbar, vbar)
+        jac = self.body_jacobians()
+        A = self.arms(u, state.rot, None, None, state.pos, jac)
+        return flfv, fpe, A, self.contact_jacobian(state, jac, margin)
+
     def act(self, sim, state) -> MuscleCommand:
         import time
-
-        from .. import muscle as hill
 
         t0 = time.perf_counter()
         rig = self.rig
@@ -170,13 +184,7 @@ class TrackingController:
         Mm, bias = self.dynamics(q, qd)
         tau = Mm @ a_star + bias
         ms = sim.muscles
-        u, length, rate = ms.kinematics(state.rot, state.pos, state.linvel, state.angvel)
-        lbar = hill.normalized_length(length, rig.muscle_rest_length, rig.muscle_lt, rig.muscle_lm)
-        vbar = hill.normalized_velocity(rate, rig.muscle_rest_length, rig.muscle_lm)
-        flfv, fpe = hill.active_and_passive(lbar, vbar)
-        jac = self.body_jacobians()
-        A = self.arms(u, state.rot, None, None, state.pos, jac)
-        Jc = self.contact_jacobian(state, jac)
+        flfv, fpe, A, Jc = self.muscle_terms(sim, state)
         p = ms.params
         lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, ms.dt, p.F_eff, p.LD, p.LR)
         t1 = time.perf_counter()
