@@ -87,6 +87,10 @@ class Collector:
         self.sim.fatigue = random_fatigue(rng, self.rig, self.curve) if fatigue else fat.FatigueState.fresh(n)
         return k / tr.fps
 
+    def norm_state(self, pol: PolicyFile, s, f) -> np.ndarray:
+        """The policy's normalised state features of body state s and fatigue state f."""
+        return pol.norm_state(state_features(s.pos, s.rot, s.linvel, s.angvel, fatigue_parts(f.MA, f.MR, f.MF, self.W)))
+
     def latent(self, pol: PolicyFile, sn, state, tr, t, rng, noise: bool):
         rp, rr, rv, rw, rl = tr.state_at(t)
         tn = pol.norm_target(target_features(state.pos, state.rot, rp, rr, rv, rw))
@@ -121,8 +125,7 @@ class Collector:
                     tr.align_to(t, sim.state.pos[0], _yaw(sim.state.rot))
                 s = sim.state
                 f = sim.fatigue
-                sn = pol.norm_state(state_features(s.pos, s.rot, s.linvel, s.angvel,
-                                                   fatigue_parts(f.MA, f.MR, f.MF, self.W)))
+                sn = self.norm_state(pol, s, f)
                 t_next = t + POLICY_PERIOD * sim.dt
                 z, (rp, rr, rv, rw, rl) = self.latent(pol, sn, s, tr, t_next, rng, True)
                 a = pol.action(sn, z) + pol.action_scale * sig_pi * rng.standard_normal(M)
@@ -187,8 +190,7 @@ class Collector:
             body, root, joint, fell_at = [], [], [], None
             for _ in range(n):
                 s, f = sim.state, sim.fatigue
-                sn = pol.norm_state(state_features(s.pos, s.rot, s.linvel, s.angvel,
-                                                   fatigue_parts(f.MA, f.MR, f.MF, self.W)))
+                sn = self.norm_state(pol, s, f)
                 t_next = t + POLICY_PERIOD * sim.dt
                 z, (rp, rr, *_rest) = self.latent(pol, sn, s, tr, t_next, None, False)
                 a = pol.action(sn, z)
@@ -220,7 +222,6 @@ class Collector:
                     falls=int(sum(f is not None for f in fell)), starts=[float(x) for x in starts],
                     fell_at_each=fell, errors=per[0]["body"].tolist())
 
-
     def action_response(self, arrays: dict, meta: dict, n: int, scale: float, seed) -> dict:
         """How the real simulator answers a change of action, to check the world model's
         answer against (trainer.wm_action_fidelity). Along deterministic tracking rollouts
@@ -240,18 +241,21 @@ class Collector:
             t = self.reset(rng, 0, rng.uniform(0, tr.seconds), False)
             for step in range(8):
                 s, f = sim.state, sim.fatigue
-                sn = pol.norm_state(state_features(s.pos, s.rot, s.linvel, s.angvel,
-                                                   fatigue_parts(f.MA, f.MR, f.MF, self.W)))
+                sn = self.norm_state(pol, s, f)
                 t_next = t + POLICY_PERIOD * sim.dt
                 z, _ = self.latent(pol, sn, s, tr, t_next, None, False)
                 a = pol.action(sn, z)
                 if step >= 2 and len(out["action"]) < n:  # past the start's transient
                     d = scale * rng.standard_normal(M)
                     q, qd = sim.physics.get_q()
-                    ends = []
-                    for act in (a, a + d):
+
+                    def restore():
                         sim.physics.set_q(q, qd)
                         sim.state, sim.fatigue = s, f
+
+                    ends = []
+                    for act in (a, a + d):
+                        restore()
                         for _ in range(POLICY_PERIOD):
                             sim.step(act)
                         ends.append(sim.state)
@@ -261,8 +265,7 @@ class Collector:
                     out["delta"].append(d)
                     out["dlinvel"].append(ends[1].linvel - ends[0].linvel)
                     out["dangvel"].append(ends[1].angvel - ends[0].angvel)
-                    sim.physics.set_q(q, qd)  # go on from the unperturbed state
-                    sim.state, sim.fatigue = s, f
+                    restore()  # go on from the unperturbed state
                 for _ in range(POLICY_PERIOD):
                     sim.step(a)
                 t = t_next

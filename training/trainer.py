@@ -583,24 +583,24 @@ def plot_log(log_path, out_path) -> Path:
     a.set_title("throughput")
     a.set_xlabel("iteration")
     _legend(a)
+    def second_series(a, k, label, base_label):
+        """A second eval metric on a panel, with the untrained policy's value dotted."""
+        v = get(k)
+        ok = np.isfinite(v) & (it > 0)
+        if not ok.any():
+            return
+        a.plot(it[ok], v[ok], "s-", ms=3, color="C2", label=label)
+        if np.isfinite(base.get(k, np.nan)):
+            a.axhline(base[k], color="C2", ls=":", label=base_label)
+        _legend(a)
+
     a = ax[1, 0]
     ev_panel(a, "eval_joint_err_deg", "mean joint-angle error", "deg")
-    v = get("eval_joint_err_early_deg")
-    ok = np.isfinite(v) & (it > 0)
-    if ok.any():
-        a.plot(it[ok], v[ok], "s-", ms=3, color="C2", label="first second of each start")
-        if np.isfinite(base.get("eval_joint_err_early_deg", np.nan)):
-            a.axhline(base["eval_joint_err_early_deg"], color="C2", ls=":", label="untrained: first second")
-        _legend(a)
+    second_series(a, "eval_joint_err_early_deg", "first second of each start", "untrained: first second")
     a.set_title("real-simulator tracking: joint angles (falls charged)")
     a = ax[1, 1]
     ev_panel(a, "eval_root_err_cm", "root position error", "cm")
-    v = get("eval_track_err_cm")
-    ok = np.isfinite(v) & (it > 0)
-    a.plot(it[ok], v[ok], "s-", ms=3, color="C2", label="mean body position error (cm)")
-    if np.isfinite(base.get("eval_track_err_cm", np.nan)):
-        a.axhline(base["eval_track_err_cm"], color="C2", ls=":", label="untrained: body position error")
-    _legend(a)
+    second_series(a, "eval_track_err_cm", "mean body position error (cm)", "untrained: body position error")
     a.set_title("real-simulator tracking: positions (falls charged)")
     a = ax[1, 2]
     ev_panel(a, "eval_fell_at_s", "mean time to fall", "s")
