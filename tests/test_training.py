@@ -121,6 +121,18 @@ def test_config_refuses_unknown_keys(tmp_path):
         load_config(p)
 
 
+@pytest.mark.parametrize("line, key", [("eval_early_s = 0", "eval_early_s"), ("max_seconds = -1", "max_seconds"),
+                                       ("eval_starts = [1.5]", "eval_starts")])
+def test_config_refuses_bad_evaluation_settings(tmp_path, line, key):
+    from engine.errors import ParameterError
+    from training.config import load_config
+
+    p = tmp_path / "c.toml"
+    p.write_text(f'clips = ["${{shared_motion}}/walk.bvh"]\n{line}\n')
+    with pytest.raises(ParameterError, match=key):
+        load_config(p)
+
+
 def test_tiny_train_export_simulate(tmp_path, rig):
     """The CI cycle: `sinew train` (tiny, 2 worker processes, with the heading task) ->
     `sinew export-policy` -> PolicyController in the engine's Simulation, every mode."""
