@@ -85,7 +85,8 @@ def _rows(run):
 def test_resume_continues_identically(tmp_path):
     from training.trainer import Trainer
 
-    keys = ("wm_loss", "vae_loss", "rec", "kl", "act", "wm_err8_cm", "train_track_err_cm", "samples_total")
+    keys = ("wm_loss", "vae_loss", "rec", "kl", "act", "target", "imitation_target", "wm_err8_cm",
+            "train_track_err_cm", "samples_total")
     a = Trainer(_tiny(workers=0, eval_every=0, iterations=3), tmp_path / "a")
     a.train(3)
     b = Trainer(_tiny(workers=0, eval_every=0, iterations=3), tmp_path / "b")
@@ -155,6 +156,8 @@ def test_tiny_train_export_simulate(tmp_path, rig):
     for r in (rows[0], rows[2]):  # the real-simulator tracking metric, untrained and at iteration 2
         assert 0 < float(r["eval_joint_err_deg"]) < 180 and float(r["eval_root_err_cm"]) >= 0
         assert 0 < float(r["eval_fell_at_s"]) <= 1.0 and float(r["eval_falls"]) in (0.0, 1.0)
+    assert -1.0 <= float(rows[2]["wm_action_cos"]) <= 1.0  # the world model's action probe, at evals
+    assert float(rows[2]["imitation_target"]) > 0  # the model-free L_target updates ran
     out = subprocess.run(cmd + ["export-policy", str(run), "--out", str(pol), "--json"], cwd=REPO,
                          capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -248,3 +251,29 @@ def test_action_response_is_the_simulators_own(tmp_path):
     assert c.mean() < -0.2  # measured -0.4
     assert np.abs(zero["dlinvel"]).max() == 0.0 and np.abs(zero["dangvel"]).max() == 0.0
     assert -1.0 <= cos <= 1.0
+
+
+def test_target_error_and_imitation_updates(tmp_path):
+    """L_target is eq. 11's target length against the reference's muscle length: zero for the
+    action a = l_ref / l_tpose - 1, the mean squared relative difference in units of
+    muscle_scale for a = 0; the model-free updates lower it at the buffer's real states."""
+    from training.trainer import Trainer, _ref, _state
+
+    tr = Trainer(_tiny(workers=0, eval_every=0, imitation_updates=0, lr_vae=3e-3), tmp_path / "run")
+    tr.step()
+    m, rest = tr.model, tr.model.tm.rest
+    w = tr.buffer.windows(tr.buffer.valid_starts(1)[:16], 1)
+    rl = torch.as_tensor(w["ref_len"][:, 0])
+    assert float(m.target_error(rl / rest - 1.0, rl).abs().max()) < 1e-8
+    zero = m.target_error(torch.zeros_like(rl), rl).double().numpy()
+    r, lr = rest.double().numpy(), rl.double().numpy()
+    ref = (((r - lr) / r / tr.cfg.muscle_scale) ** 2).mean(-1)
+    assert zero.min() > 1.0 and np.allclose(zero, ref, rtol=1e-5)
+    with torch.no_grad():
+        before = float(m.imitation_loss(_state(w, 0), _ref(w, 0), rl)[0])
+    for _ in range(60):
+        tr.train_imitation()
+    with torch.no_grad():
+        after = float(m.imitation_loss(_state(w, 0), _ref(w, 0), rl)[0])
+    tr.close()
+    assert after < 0.5 * before, (before, after)

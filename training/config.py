@@ -64,6 +64,7 @@ class TrainConfig:
     wm_updates: int = 8            # world-model gradient steps per iteration
     vae_updates: int = 8           # VAE gradient steps per iteration
     vae_start: int = 0             # iterations of world-model training before the VAE updates begin
+    imitation_updates: int = 0     # model-free updates (w_target L_target + beta L_kl at real states) per iteration
     lr_wm: float = 1e-3
     lr_vae: float = 3e-4
     grad_clip: float = 10.0
@@ -81,6 +82,8 @@ class TrainConfig:
     w_angvel: float = 0.3
     w_heading: float = 1.0
     w_muscle: float = 1.0
+    w_target: float = 0.0          # L_target (Model.target_error): PD targets against the reference's
+                                   # muscle lengths, model-free; not in MuscleVAE, so 0 (off) by default
     muscle_scale: float = 0.02     # relative muscle-length error counted as one unit
     w_root_wm: float = 1.0
     # rollouts in the simulator
@@ -107,7 +110,7 @@ class TrainConfig:
             v = getattr(self, k)
             if not isinstance(v, int) or v < 1:
                 raise ParameterError(k, f"must be an integer >= 1, got {v!r}")
-        for k in ("wm_updates", "vae_updates", "vae_start", "workers", "eval_every", "iterations"):
+        for k in ("wm_updates", "vae_updates", "vae_start", "imitation_updates", "workers", "eval_every", "iterations"):
             v = getattr(self, k)
             if not isinstance(v, int) or v < 0:
                 raise ParameterError(k, f"must be an integer >= 0, got {v!r}")
@@ -118,6 +121,8 @@ class TrainConfig:
                 raise ParameterError(k, f"must be > 0, got {getattr(self, k)!r}")
         if not self.eval_starts or not all(0.0 <= float(x) <= 1.0 for x in self.eval_starts):
             raise ParameterError("eval_starts", f"list start phases in [0, 1], got {self.eval_starts!r}")
+        if not (self.w_target >= 0):
+            raise ParameterError("w_target", f"must be >= 0, got {self.w_target!r}")
         if not (self.eval_early_s > 0):
             raise ParameterError("eval_early_s", f"must be > 0 seconds, got {self.eval_early_s!r}")
         if not (self.max_seconds >= 0):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from engine import muscle as hill
 from engine.control import policy as P
 from engine.control.policy import POLICY_PERIOD
 from engine.rig import Rig
@@ -81,13 +82,12 @@ class Model:
         self.wrench_std = torch.full((6 * B,), WEIGHT_N)
 
     # ---- the policy's action -------------------------------------------------------------
-    def act(self, sn: torch.Tensor, z: torch.Tensor, gen: torch.Generator | None = None) -> torch.Tensor:
-        """a = action_scale (mu_pi(s, z) [+ sigma_policy noise]): the numpy PolicyFile.action
-        (and the collectors' noise) scale the same way."""
-        a = self.vae.policy(torch.cat([sn, z], -1))
-        if gen is not None:
-            a = a + self.cfg.sigma_policy * torch.randn(a.shape, generator=gen)
-        return self.cfg.action_scale * a
+    def act(self, sn: torch.Tensor, z: torch.Tensor, gen: torch.Generator | None = None):
+        """(a, mean a): a = action_scale (mu_pi(s, z) [+ sigma_policy noise]); the numpy
+        PolicyFile.action (and the collectors' noise) scale the same way."""
+        mu = self.vae.policy(torch.cat([sn, z], -1))
+        a = mu + self.cfg.sigma_policy * torch.randn(mu.shape, generator=gen) if gen is not None else mu
+        return self.cfg.action_scale * a, self.cfg.action_scale * mu
 
     # ---- features -----------------------------------------------------------------------
     def fat_parts(self, st):
@@ -198,11 +198,29 @@ class Model:
             pos_err.append(torch.linalg.norm(st["pos"] - real["pos"], dim=-1).mean().detach())
         return loss / len(actions), torch.stack(pos_err)
 
+    def target_error(self, a_mean: torch.Tensor, ref_len: torch.Tensor) -> torch.Tensor:
+        """L_target per sample: the mean action's PD target lengths (eq. 11) against the
+        reference's muscle lengths at the next policy step, squared, in units of muscle_scale.
+        Not in MuscleVAE: a model-free imitation term whose gradient does not pass through the
+        world model's answer to the action (on CPU-sized data that answer is almost blind to
+        the action, wm_action_cos ~0.05, and the policy drifts without it). Aiming every
+        muscle at the reference's length alone halves the untrained policy's joint error."""
+        return (((hill.target_length(a_mean, self.tm.rest) - ref_len) / self.tm.rest / self.cfg.muscle_scale) ** 2).mean(-1)
+
+    def imitation_loss(self, st: dict, ref: dict, ref_len: torch.Tensor):
+        """(L_target, L_kl) of the posterior-mean latent at real states st (per-sample means)."""
+        sn = self.state_norm(st)
+        off = self.vae.posterior(torch.cat([sn, self.target_norm(st, ref)], -1))
+        _, a_mean = self.act(sn, self.vae.prior(sn) + off)
+        kl = (off ** 2).sum(-1) / (2 * self.cfg.sigma_prior ** 2)
+        return self.target_error(a_mean, ref_len).mean(), kl.mean()
+
     def vae_rollout(self, st: dict, refs: list, ref_len: list, gen: torch.Generator, weights: dict):
         """TrainMuscleVAE's rollout through the frozen world model: returns the loss terms
-        L_rec (eq. 14), L_kl (eq. 41) and L_act (eq. 16), each discounted by gamma^t."""
+        L_rec (eq. 14), L_kl (eq. 41), L_act (eq. 16) and L_target (target_error), each
+        discounted by gamma^t."""
         cfg = self.cfg
-        rec = kl = act = 0.0
+        rec = kl = act = tgt = 0.0
         sig_p = cfg.sigma_prior
         norm = 0.0
         for t, ref in enumerate(refs):
@@ -212,7 +230,8 @@ class Model:
             mu_p = self.vae.prior(sn)
             off = self.vae.posterior(torch.cat([sn, tn], -1))
             z = mu_p + off + sig_p * torch.randn(mu_p.shape, generator=gen)
-            a = self.act(sn, z, gen)
+            a, a_mean = self.act(sn, z, gen)
+            tgt = tgt + g * self.target_error(a_mean, ref_len[t]).mean()
             st, alpha_pd = self.world_step(st, a)
             # L_rec: skeleton features and muscle lengths of s^{t+1} against the reference
             ref_full = dict(ref, MA=st["MA"], MR=st["MR"], MF=st["MF"])
@@ -220,7 +239,7 @@ class Model:
             _, length, _ = self.tm.kinematics(st["rot"], st["pos"], st["linvel"], st["angvel"])
             me = (((length - ref_len[t]) / self.tm.rest / cfg.muscle_scale) ** 2).mean(-1)
             rec = rec + g * (e + cfg.w_muscle * me).mean()
-            kl = kl + g * ((off ** 2).sum(-1) / (2 * sig_p ** 2)).mean()
+            kl = kl + g * ((off ** 2).sum(-1) / (2 * sig_p ** 2)).mean()  # eq. 41
             act = act + g * act_loss(alpha_pd, cfg).mean()
             norm += g
-        return rec / norm, kl / norm, act / norm
+        return rec / norm, kl / norm, act / norm, tgt / norm

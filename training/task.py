@@ -33,7 +33,7 @@ def task_loss(model, task_net, st: dict, heading: torch.Tensor, speed: torch.Ten
         g = P.goal_features(st["rot"], heading, speed, torch)
         mu_g = task_net(torch.cat([sn, g], -1))
         z = m.vae.prior(sn) + mu_g + m.cfg.sigma_prior * torch.randn(mu_g.shape, generator=gen)
-        a = m.act(sn, z)
+        a, _ = m.act(sn, z)
         st, _ = m.world_step(st, a)
         g1 = P.goal_features(st["rot"], heading, speed, torch)
         dtheta = torch.atan2(g1[..., 1], g1[..., 0]).abs()

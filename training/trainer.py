@@ -38,7 +38,7 @@ LOG_COLUMNS = ["iteration", "samples_total", "seconds", "collect_s", "wm_s", "va
                "wm_updates_per_s", "vae_updates_per_s", "wm_loss", "wm_err8_cm", "vae_loss", "rec", "kl",
                "act", "train_track_err_cm", "episodes", "falls", "eval_track_err_cm", "eval_fell_at_s",
                "task_loss", "eval_joint_err_deg", "eval_root_err_cm", "eval_falls",
-               "eval_joint_err_early_deg", "eval_track_err_early_cm", "wm_action_cos"]
+               "eval_joint_err_early_deg", "eval_track_err_early_cm", "wm_action_cos", "target", "imitation_target"]
 
 
 class Buffer:
@@ -290,7 +290,7 @@ class Trainer:
         self.opt_wm.step()
         return float(loss.detach())
 
-    def train_vae(self) -> tuple[float, float, float, float]:
+    def train_vae(self) -> tuple[float, float, float, float, float]:
         cfg, m = self.cfg, self.model
         starts = self.buffer.valid_starts(cfg.vae_rollout)
         if len(starts) == 0:
@@ -300,9 +300,9 @@ class Trainer:
         for p in m.wm.parameters():
             p.requires_grad_(False)
         try:
-            rec, kl, act = m.vae_rollout(_state(w, 0), [_ref(w, t) for t in range(cfg.vae_rollout)],
+            rec, kl, act, tgt = m.vae_rollout(_state(w, 0), [_ref(w, t) for t in range(cfg.vae_rollout)],
                                          [w["ref_len"][:, t] for t in range(cfg.vae_rollout)], self.gen, self.weights)
-            loss = rec + cfg.beta * kl + act
+            loss = rec + cfg.beta * kl + act + cfg.w_target * tgt
             self.opt_vae.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(m.vae.parameters(), cfg.grad_clip)
@@ -310,7 +310,21 @@ class Trainer:
         finally:
             for p in m.wm.parameters():
                 p.requires_grad_(True)
-        return float(loss.detach()), float(rec.detach()), float(kl.detach()), float(act.detach())
+        return tuple(float(x.detach()) for x in (loss, rec, kl, act, tgt))
+
+    def train_imitation(self) -> float:
+        """One model-free update of the posterior and policy: L_target + beta L_kl
+        (Model.imitation_loss) at real buffer states, no world model. Returns L_target."""
+        cfg, m = self.cfg, self.model
+        starts = self.buffer.valid_starts(1)
+        w = self.buffer.windows(starts[self.rng.integers(0, len(starts), cfg.batch_size)], 1)
+        tgt, kl = m.imitation_loss(_state(w, 0), _ref(w, 0), w["ref_len"][:, 0])
+        loss = cfg.w_target * tgt + cfg.beta * kl
+        self.opt_vae.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(m.vae.parameters(), cfg.grad_clip)
+        self.opt_vae.step()
+        return float(tgt.detach())
 
     def evaluate(self) -> dict:
         """The real-simulator tracking metric (Collector.evaluate): deterministic posterior
@@ -345,8 +359,9 @@ class Trainer:
         t3 = time.perf_counter()
         vae = [self.train_vae() for _ in range(cfg.vae_updates if self.iteration >= cfg.vae_start else 0)]
         t4 = time.perf_counter()
+        imit = [self.train_imitation() for _ in range(cfg.imitation_updates if cfg.w_target > 0 else 0)]
         self.iteration += 1
-        vae_arr = np.array(vae) if vae else np.full((1, 4), np.nan)
+        vae_arr = np.array(vae) if vae else np.full((1, 5), np.nan)
         row.update(iteration=self.iteration, samples_total=self.buffer.count,
                    collect_s=t1 - t0, wm_s=t3 - t2, vae_s=t4 - t3,
                    samples_per_s=st["samples"] / max(t1 - t0, 1e-9),
@@ -354,7 +369,8 @@ class Trainer:
                    vae_updates_per_s=len(vae) / (t4 - t3) if vae else float("nan"),
                    wm_loss=float(np.mean(wm)) if wm else float("nan"), wm_err8_cm=err8,
                    vae_loss=vae_arr[:, 0].mean(), rec=vae_arr[:, 1].mean(), kl=vae_arr[:, 2].mean(),
-                   act=vae_arr[:, 3].mean(), train_track_err_cm=st["track_err_cm"],
+                   act=vae_arr[:, 3].mean(), target=vae_arr[:, 4].mean(),
+                   imitation_target=float(np.mean(imit)) if imit else float("nan"), train_track_err_cm=st["track_err_cm"],
                    episodes=st["episodes"], falls=st["falls"])
         if cfg.eval_every and (self.iteration % cfg.eval_every == 0):
             ev = self.evaluate()
@@ -509,6 +525,15 @@ def _legend(a) -> None:
         a.legend(fontsize=8)
 
 
+def _interp_extrapolate(v, x, y):
+    """np.interp, continued past both ends along the line through the end points (an axis
+    mapping must stay monotonic beyond the data, or its tick labels pile up at the ends)."""
+    v = np.asarray(v, float)
+    slope = (y[-1] - y[0]) / (x[-1] - x[0])
+    return np.where(v < x[0], y[0] + (v - x[0]) * slope,
+                    np.where(v > x[-1], y[-1] + (v - x[-1]) * slope, np.interp(v, x, y)))
+
+
 def plot_log(log_path, out_path) -> Path:
     """Learning curves against iterations (wall-clock minutes on the top axis): the world
     model's loss and 8-step error, the VAE loss terms, throughput, and the tracking metric in
@@ -532,7 +557,8 @@ def plot_log(log_path, out_path) -> Path:
         ok = np.isfinite(minutes) & np.isfinite(it)
         x, y = it[ok], minutes[ok]
         if len(x) >= 2 and np.all(np.diff(x) > 0) and np.all(np.diff(y) >= 0) and y[-1] > y[0]:
-            sec = a.secondary_xaxis("top", functions=(lambda v: np.interp(v, x, y), lambda v: np.interp(v, y, x)))
+            sec = a.secondary_xaxis("top", functions=(lambda v: _interp_extrapolate(v, x, y),
+                                                      lambda v: _interp_extrapolate(v, y, x)))
             sec.set_xlabel("wall-clock minutes")
 
     def ev_panel(a, k, label, unit, scale=1.0):
@@ -567,12 +593,15 @@ def plot_log(log_path, out_path) -> Path:
         a3.legend(loc="lower left", fontsize=8)
     top_axis(a)
     a = ax[0, 1]
-    for k in ("vae_loss", "rec", "kl", "act"):
+    for k, lab in (("vae_loss", "vae_loss"), ("rec", "rec"), ("kl", "kl"), ("act", "act"), ("target", "target"),
+                   ("imitation_target", "target at real states (model-free updates)")):
         v = get(k)
         if np.isfinite(v).any():
-            a.plot(it, v, label=k)
+            a.plot(it, v, label=lab)
     a.set_yscale("log")
-    a.set_title("MuscleVAE losses (through the world model)")
+    parts = [t for k, t in (("vae_loss", "MuscleVAE losses (through the world model)"),
+                            ("imitation_target", "L_target at real states")) if np.isfinite(get(k)).any()]
+    a.set_title(" and ".join(parts) or "MuscleVAE losses")
     a.set_xlabel("iteration")
     _legend(a)
     a = ax[0, 2]
