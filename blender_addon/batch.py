@@ -29,7 +29,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--r", type=float, default=2.0)
     ap.add_argument("--controller", choices=("tracking", "policy"), default="tracking")
     ap.add_argument("--policy", default=None)
-    ap.add_argument("--residual", type=float, default=1.0)
+    ap.add_argument("--residual", type=float, default=None,
+                    help="tracking controller's root residual strength in body weights (default 1; 0 = none); "
+                         "a policy applies none")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fps", type=int, default=None, help="output frame rate (default: the scene's)")
     ap.add_argument("--frame-start", type=int, default=None, help="first frame of the take (default: scene start)")
@@ -43,7 +45,7 @@ def run(argv) -> int:
 
     from . import core
     from .engine.control.plan import parse_clip_arg
-    from .engine.errors import SinewError
+    from .engine.errors import ParameterError, SinewError
 
     args = parser().parse_args(argv)
     t0 = time.perf_counter()
@@ -58,10 +60,12 @@ def run(argv) -> int:
         for c in args.clip:
             path, seconds = parse_clip_arg(c)
             clips.append(("ACTION" if path.lower() == "action" else path, seconds))
+        if args.controller == "policy" and args.residual is not None:
+            raise ParameterError("--residual", "the policy controller applies no root residual; leave it out")
         context = bpy.context
         job = core.prepare_simulation(context, arm, clips, fps=args.fps, controller=args.controller,
                                       policy=args.policy, fatigue_scale=args.fatigue_scale, F=args.F, R=args.R,
-                                      r=args.r, residual=args.residual, seed=args.seed,
+                                      r=args.r, residual=1.0 if args.residual is None else args.residual, seed=args.seed,
                                       repetitions=args.repetitions)
         take = job.run()
         sim_s = time.perf_counter() - t0

@@ -71,7 +71,8 @@ class SINEW_PT_simulate(_Panel, bpy.types.Panel):
         lay.prop(s, "controller")
         if s.controller == "policy":
             lay.prop(s, "policy_path")
-        lay.prop(s, "residual")
+        else:  # a policy applies no root residual
+            lay.prop(s, "residual")
         lay.prop(s, "seed")
         row = lay.row(align=True)
         row.prop(s, "use_scene_start")

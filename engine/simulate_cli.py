@@ -17,6 +17,10 @@ EPILOG = """examples:
   sinew simulate --clip ref.npz:30 --residual 0.5 --fps 24 --seed 3
   sinew simulate --clip walk.bvh:10 --controller policy --policy walk_policy.npz
 
+--controller policy follows the chained clips through the policy's posterior, with the
+muscles alone (no residual: a policy that has not learnt balance falls, and the take
+stops there).
+
 A clip is a BVH file (retargeted on the fly) or a reference .npz from `sinew retarget`;
 CLIP:SECONDS plays it (looping) for that long, default one pass. Clips play in order,
 cross-faded at each switch. Writes take.npz, report.json, report.md, activation.png
@@ -43,9 +47,10 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--policy", default=None, help="policy .npz for --controller policy")
     p.add_argument("--fatigue-scale", type=number("--fatigue-scale", 0.0), default=1.0,
                    help="multiplies the 3CC-r rates F and R (default 1; 0 = no fatigue; 50 as MuscleVAE's run-walk)")
-    p.add_argument("--residual", type=number("--residual", 0.0), default=1.0,
-                   help="root residual strength: bound on the pelvis 'hand of god' force in body weights "
-                   "(and torque in body weight x 1 m); 0 = none (default 1)")
+    p.add_argument("--residual", type=number("--residual", 0.0), default=None,
+                   help="tracking controller's root residual strength: bound on the pelvis 'hand of god' "
+                   "force in body weights (and torque in body weight x 1 m); 0 = none (default 1). "
+                   "A policy applies none")
     p.add_argument("--backend", choices=("mujoco", "ode"), default="mujoco", help="physics backend (default mujoco)")
     p.add_argument("--seed", type=number("--seed", 0, integer=True), default=0, help="random seed (default 0)")
     p.add_argument("--fps", type=number("--fps", positive=True), default=30.0,
@@ -79,6 +84,9 @@ def cmd_simulate(args) -> int:
     fps = check_fps(args.fps)
     fatigue = fat.FatigueParams(scale=args.fatigue_scale).validate(1 / 120)
     if args.controller == "policy":
+        if args.residual is not None:
+            raise ParameterError("--residual", "the policy controller applies no root residual; "
+                                 "leave --residual out, or use --controller tracking")
         if args.policy is None:
             raise ParameterError("--policy", "--controller policy needs --policy P.npz")
         if not Path(args.policy).is_file():
@@ -88,7 +96,7 @@ def cmd_simulate(args) -> int:
     from .rig import load_rig
 
     rig = load_rig(args.rig)
-    params = TrackingParams(residual=args.residual).validate()
+    params = TrackingParams(residual=1.0 if args.residual is None else args.residual).validate()
     loaded = []
     for path, seconds in clips:  # read/retarget the clips (fails fast on a bad file)
         ref, _ = load_clip(rig, path)
@@ -147,7 +155,8 @@ def report_lines(take, files) -> list[str]:
         f"tracking    joint error {s['joint_err_deg_mean']:.2f} deg, root error {s['root_err_cm_mean']:.2f} cm (means)",
         f"residual    strength {s['residual_strength']:g}: mean {s['residual_mean_N']:.1f} N "
         f"({s['residual_mean_body_weights']:.3f} body weights), max {s['residual_max_N']:.0f} N, "
-        f"torque mean {s['residual_torque_mean_Nm']:.1f} N m",
+        f"torque mean {s['residual_torque_mean_Nm']:.1f} N m" if take.meta["controller"] == "tracking"
+        else "residual    none (the policy's muscles alone)",
         "M_F mean    " + ", ".join(f"{g} {v:.3f}" for g, v in s["MF_mean_by_group"].items()),
     ] + demand_lines(take) + [
         "wrote       " + ", ".join(str(f) for f in files),
@@ -199,7 +208,8 @@ def report_markdown(take, files) -> str:
               f"Per physics step: controller {s['step_ms']['controller_per_step']:.2f} ms (solve "
               f"{s['step_ms']['solve_per_step']:.2f} ms), muscles + physics {s['step_ms']['muscles_and_physics_per_step']:.2f} ms.",
               "", "The residual is a force and torque on the pelvis (OpenSim practice) that the muscles "
-              "and the ground could not supply; it is bounded by the residual strength and reported above.", ""]
+              "and the ground could not supply; it is bounded by the residual strength and reported above."
+              if m["controller"] == "tracking" else "A policy drives the muscles alone: no residual.", ""]
     for f in files:
         if str(f).endswith(".png"):
             lines.append(f"![{Path(f).stem}]({Path(f).name})")

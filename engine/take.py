@@ -209,6 +209,9 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
              label: str = "simulating", blend: float = 0.4, progress=None) -> Take:
     """Simulate a take of clips [(path or Reference, seconds), ...] played in order (each
     looped for its duration, cross-faded into the next) under a controller; see Take.
+    controller "tracking" uses `params` (TrackingParams: gains, root residual); "policy" runs
+    the exported `policy` in track mode along the same chain and applies no residual (the
+    take's meta then has tracking = None).
 
     `progress(fraction)`, when given, is called about 100 times during the run (and replaces
     the terminal bar); an exception it raises (a user's cancel) stops the run and propagates."""
@@ -248,9 +251,10 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         q0[2] += 0.001 - low
         sim.physics.set_q(q0, v0)
     sim.state = sim.physics.body_state()
-    if controller == "policy":
-        # The posterior tracks the first clip (looped); later clips of a chain are not followed.
-        ctrl = PolicyController(policy, rig, mode="track", reference=refs[0][0], seed=int(seed))
+    if controller == "policy":  # the posterior follows the plan: every clip of the chain, cross-fades included
+        from .control.policy import PlanTrack
+
+        ctrl = PolicyController(policy, rig, mode="track", reference=PlanTrack(rig, plan), seed=int(seed))
     else:
         ctrl = TrackingController(sim, plan, params)
     demands = []
@@ -335,7 +339,8 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         clips=[dict(name=name, seconds=float(sec), frames=int(ref.num_frames),
                     source=str(src) if not hasattr(src, "meta") else name)
                for (ref, sec, name), (src, _) in zip(refs, clips)],
-        fatigue=asdict(fatigue), tracking=_params_dict(params), blend_s=blend, demands=demands,
+        fatigue=asdict(fatigue), tracking=_params_dict(params) if controller == "tracking" else None,
+        blend_s=blend, demands=demands,
         segments=[dict(label=s.label, start_s=s.start / 120.0, seconds=s.steps / 120.0, phase_frame=s.phase)
                   for s in plan.segments],
         planned_seconds=n / 120.0, simulated_seconds=sim_seconds,
@@ -372,7 +377,7 @@ def summarize(take: Take, rig: Rig) -> dict:
         joint_err_deg_mean=round(float(take.joint_err_deg[skip].mean()), 3) if skip.any() else 0.0,
         root_err_cm_mean=round(float(take.root_err_cm[skip].mean()), 3) if skip.any() else 0.0,
         fell=bool(m["fell"]), diverged=bool(m["diverged"]), stopped_at_s=m["stopped_at_s"],
-        residual_strength=m["tracking"]["residual"],
+        residual_strength=(m.get("tracking") or {}).get("residual", 0.0),  # a policy applies none
         residual_mean_N=round(float(rf[skip].mean()), 3) if skip.any() else 0.0,
         residual_max_N=round(float(rf.max()), 3),
         residual_torque_mean_Nm=round(float(rt[skip].mean()), 3) if skip.any() else 0.0,

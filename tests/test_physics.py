@@ -60,10 +60,13 @@ def test_mujoco_layout_matches_kinematics(prig):
 
     be = make_backend("mujoco", prig)
     rng = np.random.default_rng(1)
-    for _ in range(3):
-        q, qd = random_q(prig, rng), rng.normal(0, 1.0, prig.num_dofs)
+    qs = [(random_q(prig, rng), rng.normal(0, 1.0, prig.num_dofs)) for _ in range(3)]
+    batch = q_to_state(prig, np.array([q for q, _ in qs]), np.array([qd for _, qd in qs]))
+    for j, (q, qd) in enumerate(qs):
         be.set_q(q, qd)
         s = be.body_state()
+        for f in ("pos", "rot", "linvel", "angvel"):  # batched over poses, the same as MuJoCo
+            assert np.abs(getattr(batch, f)[j] - getattr(s, f)).max() < 1e-9, f
         _, _, rot, pos = forward_kinematics(prig, *q_to_pose(prig, q))
         assert np.abs(s.pos - pos).max() < 1e-9 and np.abs(s.rot - rot).max() < 1e-9
         # velocities: central differences of positions along qdot

@@ -40,7 +40,8 @@ def make_policy(rig, path, task=False, meta_changes=None, seed=0, latent=4, hidd
     arrays["norm.target_std"] = rng.uniform(0.5, 2.0, T)
     meta = dict(format=P.FORMAT, version=P.FORMAT_VERSION,
                 rig=dict(name=rig.name, fingerprint=P.rig_fingerprint(rig), bodies=rig.num_bodies,
-                         muscles=M), latent_dim=latent, sigma_prior=0.3, sigma_policy=0.05, period=6)
+                         muscles=M), latent_dim=latent, sigma_prior=0.3, sigma_policy=0.05, period=6,
+                stiffness=20.0, damping=2.0)
     meta.update(meta_changes or {})
     with open(path, "wb") as f:
         np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
@@ -164,6 +165,31 @@ def test_reference_track_loops_forward(rig, walk):
     tr.align_to(0.0, np.array([5.0, 1.0, 0.0]), 0.3)
     pa, ra = tr.state_at(0.0)[:2]
     assert np.allclose(pa[0, :2], [5.0, 1.0]) and np.isclose(P._yaw(ra), 0.3)
+
+
+def test_policy_take_follows_the_chain(rig, walk, tmp_path):
+    """A policy take's posterior follows the MotionPlan, chained clips included: its target at
+    every time is the plan's reference (the one the take is measured against), so in a
+    walk -> sprint chain the target's root speed is the walk's and then the sprint's. A policy
+    applies no residual, and the take says so."""
+    from engine.control.plan import MotionPlan, load_clip
+    from engine.physics.base import q_to_state
+    from engine.take import simulate
+
+    run = load_clip(rig, MASS / "motion" / "run.bvh")[0]
+    plan = MotionPlan(rig, [(walk, 1.0, "walk"), (run, 1.0, "run")])
+    track = P.PlanTrack(rig, plan)
+    speed = lambda t: float(np.linalg.norm(track.state_at(t)[2][0, :2]))
+    for t in (0.3, 1.7):
+        q, v, _ = plan.sample(int(round(t * 120)))
+        st = q_to_state(rig, q, v)
+        pos, rot, linvel, angvel, _ = track.state_at(t)
+        assert np.allclose(pos, st.pos) and np.allclose(rot, st.rot) and np.allclose(angvel, st.angvel)
+    assert 0.8 < speed(0.3) < 2.0 and speed(1.7) > 3.5  # walk (~1.3 m/s), then the sprint (~5.4)
+    take = simulate(rig, [(walk, 0.2), (walk, 0.2)], controller="policy", policy=make_policy(rig, tmp_path / "p.npz"))
+    assert take.meta["tracking"] is None and take.meta["summary"]["residual_strength"] == 0.0
+    assert not np.any(take.residual_force) and not np.any(take.residual_torque)
+    assert len(take.meta["segments"]) == 2
 
 
 def test_numpy_policy_matches_torch(rig, walk, tmp_path):

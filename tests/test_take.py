@@ -149,6 +149,10 @@ def test_cli_refuses_bad_input_with_one_line(tmp_path):
                           str(WALK), "--out", str(tmp_path)])
     with pytest.raises(InputFileError, match="not a readable policy"):
         args.func(args)
+    args = ap.parse_args(["simulate", "--clip", f"{WALK}:10", "--controller", "policy", "--policy",
+                          str(WALK), "--residual", "0.5", "--out", str(tmp_path)])
+    with pytest.raises(ParameterError, match="--residual"):  # a policy applies none: said, not ignored
+        args.func(args)
 
 
 def test_cli_writes_take_report_and_plots(tmp_path, capsys):

@@ -318,11 +318,8 @@ class ReferenceTrack:
         self.fps = ref.fps
         F = ref.num_frames
         self.pos, self.rot = np.asarray(ref.body_pos, float), np.asarray(ref.body_rot, float)
-        lv, av = np.empty_like(self.pos), np.empty_like(self.pos)
-        for k in range(F):
-            st = q_to_state(rig, ref.q[k], ref.qvel[k])
-            lv[k], av[k] = st.linvel, st.angvel
-        self.linvel, self.angvel = lv, av
+        st = q_to_state(rig, ref.q, ref.qvel)  # batched over the frames
+        self.linvel, self.angvel = st.linvel, st.angvel
         self.muscle_length = np.asarray(ref.muscle_length, float)
         self.frames = F
         # planar transform taking frame 0's root placement to the last frame's
@@ -368,12 +365,42 @@ class ReferenceTrack:
         return self._raw(t)
 
 
+class PlanTrack:
+    """A MotionPlan's reference (clips looped, chained and cross-faded, already placed in the
+    world) as body states over time: the posterior then follows exactly the reference a
+    take is measured against. Same interface as ReferenceTrack, without muscle lengths.
+    States are computed CHUNK policy steps at a time (one batched forward kinematics) and
+    kept: a controller asks for t, t + period dt, ..."""
+
+    CHUNK = 40
+
+    def __init__(self, rig: Rig, plan, period: int = POLICY_PERIOD):
+        self.rig, self.plan, self.period = rig, plan, int(period)
+        self._cache: dict[int, tuple] = {}
+
+    def state_at(self, t: float):
+        from ..physics.base import q_to_state
+
+        clamp = lambda k: min(max(k, 0), self.plan.total_steps)  # the plan's steps are 120 Hz
+        step = clamp(int(round(t * 120)))
+        if step not in self._cache:
+            if len(self._cache) > 4 * self.CHUNK:
+                self._cache.clear()
+            steps = sorted({clamp(step + self.period * k) for k in range(self.CHUNK)})
+            q, v, _ = zip(*(self.plan.sample(k) for k in steps))
+            st = q_to_state(self.rig, np.array(q), np.array(v))
+            for j, k in enumerate(steps):
+                self._cache[k] = (st.pos[j], st.rot[j], st.linvel[j], st.angvel[j], None)
+        return self._cache[step]
+
+
 # ---- the controller ------------------------------------------------------------------------
 class PolicyController:
     """Runs a MuscleVAE policy at 20 Hz in the engine's Simulation (the Controller protocol).
 
-    mode "track": reference (engine.motion.Reference) required; the clip is placed at the
-    character when it first acts and looped. "generate": z ~ p(z|s) with the prior's sigma
+    mode "track": reference required: an engine.motion.Reference (placed at the character
+    when it first acts, and looped) or a PlanTrack (a MotionPlan's chained clips as they
+    are, timed from the simulation's start). "generate": z ~ p(z|s) with the prior's sigma
     times noise_scale. "heading": heading (radians, world, 0 = +x) and speed (m/s) set the
     goal of the high-level policy; set_goal() changes them during a run. noise_scale also
     scales the latent noise in the other modes (default 0 there: the mean latent).
@@ -399,7 +426,7 @@ class PolicyController:
         self.rig, self.mode, self.noise_scale = rig, mode, float(noise_scale)
         self.period = int(self.policy.meta.get("period", POLICY_PERIOD))
         self.rng = np.random.default_rng(seed)
-        self.track = ReferenceTrack(rig, reference) if reference is not None else None
+        self.track = reference if isinstance(reference, PlanTrack) or reference is None else ReferenceTrack(rig, reference)
         self.W = fatigue_weights(rig)
         self.heading, self.speed = float(heading), float(speed)
         self._t0 = None
@@ -419,8 +446,10 @@ class PolicyController:
         sigma = float(pol.meta["sigma_prior"])
         if self.mode == "track":
             if self._t0 is None:
-                self._t0 = sim.time
-                self.track.align_to(0.0, state.pos[0], _yaw(state.rot))
+                placed = isinstance(self.track, PlanTrack)
+                self._t0 = 0.0 if placed else sim.time
+                if not placed:
+                    self.track.align_to(0.0, state.pos[0], _yaw(state.rot))
             t = sim.time - self._t0 + self.period * sim.dt
             rp, rr, rv, rw, _ = self.track.state_at(t)
             tn = pol.norm_target(target_features(state.pos, state.rot, rp, rr, rv, rw))

@@ -182,21 +182,23 @@ class Backend(ABC):
 
 # ---- generalised coordinates <-> body state -----------------------------------------------
 def q_to_state(rig: Rig, q: np.ndarray, qdot: np.ndarray) -> BodyState:
-    """Body state of generalised coordinates and velocities (MuJoCo's qvel convention)."""
+    """Body state of generalised coordinates and velocities (MuJoCo's qvel convention);
+    batched over leading axes of q (..., nq) and qdot (..., nv)."""
+    qdot = np.asarray(qdot, dtype=float)
     root_pos, local_rot = q_to_pose(rig, q)
     G, x, body_rot, body_pos = forward_kinematics(rig, root_pos, local_rot)
-    B = rig.num_bodies
-    w, vj = np.zeros((B, 3)), np.zeros((B, 3))  # angular velocity, velocity of joint origin
-    for b in range(B):
+    w, vj = np.zeros(x.shape), np.zeros(x.shape)  # angular velocity, velocity of joint origin
+    mv = lambda R, v: np.einsum("...ij,...j->...i", R, v)
+    for b in range(rig.num_bodies):
         i, t, p = rig.dof_start[b], rig.joint_type[b], rig.body_parent[b]
         if t == FREE:
-            vj[b], w[b] = qdot[i:i + 3], G[b] @ qdot[i + 3:i + 6]
+            vj[..., b, :], w[..., b, :] = qdot[..., i:i + 3], mv(G[..., b, :, :], qdot[..., i + 3:i + 6])
             continue
-        vj[b] = vj[p] + np.cross(w[p], x[b] - x[p])
+        vj[..., b, :] = vj[..., p, :] + cross(w[..., p, :], x[..., b, :] - x[..., p, :])
         if t == BALL:
-            w[b] = w[p] + G[b] @ qdot[i:i + 3]
+            w[..., b, :] = w[..., p, :] + mv(G[..., b, :, :], qdot[..., i:i + 3])
         else:
-            w[b] = w[p] + G[p] @ rig.joint_axis[b] * qdot[i]
+            w[..., b, :] = w[..., p, :] + (G[..., p, :, :] @ rig.joint_axis[b]) * qdot[..., i, None]
     return BodyState(body_pos, body_rot, vj + cross(w, body_pos - x), w)
 
 
