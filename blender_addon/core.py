@@ -280,6 +280,17 @@ def clips_beyond_the_body(take) -> str:
     return "; ".join(parts)
 
 
+def tiring_note(take) -> str:
+    """The muscle groups that tire out within the take (a quarter of their strength spent,
+    engine.take.effort), e.g. 'the right leg tires out after ~5 s', or ''."""
+    s = take.meta.get("summary", {})
+    ends = s.get("exhausted_after_s_by_group") or {}
+    soon = [(t, g) for g, t in ends.items() if t is not None and t < s.get("seconds", 0.0)]
+    if not soon:
+        return ""
+    return "tiring (3CC-r): " + ", ".join(f"{g.replace('_', ' ')} spent after ~{t:.0f} s" for t, g in sorted(soon))
+
+
 def take_pose(take):
     """(root_pos (N, 3), local_rot (N, B, 4)) of a take's simulated model pose."""
     from .engine.kinematics import q_to_pose

@@ -109,6 +109,9 @@ class SINEW_OT_simulate(_ArmatureOp, bpy.types.Operator):
         summ = job.take.meta.get("summary", {})
         msg = (f"Sinew: baked {info['frames']} frames into '{info['action']}'"
                + (" (the character fell; kept up to the fall)" if summ.get("fell") else ""))
+        tiring = core.tiring_note(job.take)
+        if tiring:
+            msg += "; " + tiring
         beyond = core.clips_beyond_the_body(job.take)
         if beyond:
             msg += "; " + beyond

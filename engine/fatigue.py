@@ -191,9 +191,22 @@ def endurance_time(t: np.ndarray, MA: np.ndarray, load: np.ndarray,
     return float(t[idx[0]]) if len(idx) else None
 
 
+def endurance_limit(p: FatigueParams) -> float:
+    """The constant load (fraction of a muscle's strength) that 3CC-r holds indefinitely:
+    held at M_A = u, M_F settles at F u / R (eq. 26), which leaves M_R >= 0 only while
+    u <= R / (F + R) (1/6 for MuscleVAE's F/R = 5). The fatigue scale multiplies F and R
+    alike, so it changes how soon a heavier load is lost, not this limit."""
+    return p.R / (p.F + p.R) if p.F + p.R > 0 else 1.0
+
+
 def exhaustion_time(u: float, p: FatigueParams) -> float | None:
     """Analytic time at which a constant load u exhausts M_R (continuous eq. 26, M_A = u):
-    M_F(t) = (F u / R)(1 - exp(-R t)) reaches 1 - u. None when u <= R / (F + R)."""
+    M_F(t) = (F u / R)(1 - exp(-R t)) reaches 1 - u. None when nothing tires (fatigue scale
+    0) or u <= endurance_limit(p)."""
     F, R = p.F_eff, p.R_eff
+    if F <= 0 or u <= endurance_limit(p):
+        return None
+    if R <= 0:  # no recovery: M_F = F u t
+        return (1.0 - u) / (F * u)
     x = R * (1.0 - u) / (F * u)
     return None if x >= 1.0 else -math.log(1.0 - x) / R

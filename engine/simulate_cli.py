@@ -158,9 +158,25 @@ def report_lines(take, files) -> list[str]:
         f"torque mean {s['residual_torque_mean_Nm']:.1f} N m" if take.meta["controller"] == "tracking"
         else "residual    none (the policy's muscles alone)",
         "M_F mean    " + ", ".join(f"{g} {v:.3f}" for g, v in s["MF_mean_by_group"].items()),
-    ] + demand_lines(take) + [
+    ] + effort_lines(take) + demand_lines(take) + [
         "wrote       " + ", ".join(str(f) for f in files),
     ]
+
+
+def effort_lines(take) -> list[str]:
+    """The opening effort per muscle group against what 3CC-r holds indefinitely, and when
+    the groups above it run out (engine.take.effort). Empty for takes saved before 2026-11."""
+    from .take import EFFORT_WINDOW_S
+
+    s = take.meta["summary"]
+    if "effort_by_group" not in s:
+        return []
+    ends = [f"{g} ~{t:.0f} s" for g, t in s["exhausted_after_s_by_group"].items() if t is not None]
+    tail = ("; a quarter of the strength runs out: " + ", ".join(ends)) if ends else "; every group can keep it up"
+    if take.meta["fatigue"]["scale"] == 0:
+        tail = "; fatigue off"
+    return ["effort      " + ", ".join(f"{g} {v:.2f}" for g, v in s["effort_by_group"].items())
+            + f" (mean activation, first {EFFORT_WINDOW_S:g} s; 3CC-r holds {s['endurance_limit']:.2f} for ever){tail}"]
 
 
 def demand_lines(take) -> list[str]:
@@ -193,6 +209,18 @@ def report_markdown(take, files) -> str:
         lines.append(f"| M_F mean, {g} | {v:.4f} |")
     for g, v in s["MF_final_by_group"].items():
         lines.append(f"| M_F final, {g} | {v:.4f} |")
+    if "effort_by_group" in s:
+        from .take import EFFORT_WINDOW_S
+
+        lines += ["", f"Effort: each group's f0-weighted mean activation over the first {EFFORT_WINDOW_S:g} s. "
+                  f"3CC-r holds a constant load of R / (F + R) = {s['endurance_limit']:.3f} of a muscle's strength "
+                  "indefinitely, at any fatigue scale; a heavier one empties M_R (engine.fatigue.exhaustion_time). "
+                  "'Exhausted after' is when the muscles holding a quarter of the group's strength have run out, "
+                  "each at its own opening effort: from then on the group cannot keep up the motion.", "",
+                  "| group | effort | exhausted after (s) |", "|---|---|---|"]
+        for g, v in s["effort_by_group"].items():
+            t_end = s["exhausted_after_s_by_group"][g]
+            lines.append(f"| {g} | {v:.3f} | {'-' if t_end is None else f'{t_end:.1f}'} |")
     if m.get("demands"):
         lines += ["", "What each clip asks of the body, solved along its reference with activations free in "
                   "[0, 1] (engine.control.demands; the bundled walk: 26 N m, 0.03 body weights):", "",

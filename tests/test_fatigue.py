@@ -78,7 +78,7 @@ def hold(u, seconds, p=fat.FatigueParams()):
 
 def test_load_below_the_sustainable_level_is_held_for_ten_minutes():
     p = fat.FatigueParams()
-    assert p.R / (p.F + p.R) == pytest.approx(1 / 6)
+    assert fat.endurance_limit(p) == pytest.approx(1 / 6)
     for u in (0.1, 0.16):
         t, MA, MR, MF = hold(u, 600)
         assert fat.endurance_time(t, MA, np.full_like(t, u)) is None
@@ -110,7 +110,7 @@ def test_exhausted_muscle_settles_at_R_over_F_plus_R():
     p = fat.FatigueParams()
     for u in (0.3, 0.5, 0.9):
         t, MA, MR, MF = hold(u, 1500)
-        assert MA[-1] == pytest.approx(p.R / (p.F + p.R), rel=0.01)
+        assert MA[-1] == pytest.approx(fat.endurance_limit(p), rel=0.01)
 
 
 def test_fatigue_decays_after_the_load_is_removed():
@@ -122,6 +122,23 @@ def test_fatigue_decays_after_the_load_is_removed():
     # At rest M_A = 0 <= u, so M_F decays at r R (eq. 27): exp(-r R t).
     assert rest[-1] / rest[0] == pytest.approx(math.exp(-p.r * p.R * (len(rest) - 1) * DT), rel=1e-3)
     assert MA[-1] < 1e-9
+
+
+def test_endurance_limit_does_not_move_with_the_fatigue_scale():
+    """Scale 50 exhausts a load above R / (F + R) 50x sooner and still holds one below it:
+    the closed form against the Euler-stepped compartments at that scale."""
+    p1, p50 = fat.FatigueParams(), fat.FatigueParams(scale=50)
+    assert fat.endurance_limit(p50) == fat.endurance_limit(p1)
+    assert fat.exhaustion_time(0.5, p50) == pytest.approx(fat.exhaustion_time(0.5, p1) / 50)
+    assert fat.exhaustion_time(0.16, p50) is None and fat.exhaustion_time(0.5, fat.FatigueParams(scale=0)) is None
+    t, MA, MR, MF = hold(0.5, 10, p50)
+    t_star = fat.exhaustion_time(0.5, p50)  # 2.23 s
+    # the held load is lost just after M_R runs out (the 50x recovery keeps M_R ~1e-3, not 0)
+    assert t_star < fat.endurance_time(t, MA, np.full_like(t, 0.5)) < t_star + 0.2
+    t, MA, MR, MF = hold(0.15, 60, p50)
+    assert fat.endurance_time(t, MA, np.full_like(t, 0.15)) is None
+    # no recovery at all: M_F = F u t reaches 1 - u at (1 - u) / (F u)
+    assert fat.exhaustion_time(0.5, fat.FatigueParams(R=0.0)) == pytest.approx(0.5 / (0.01 * 0.5))
 
 
 def test_fatigue_scale_multiplies_F_and_R():

@@ -2,14 +2,21 @@
 
 Must hold: the legs' mean M_F rises while running and falls while walking; the late run
 differs from the early run and the difference shrinks after the walk (checked on 5 s of
-running again). The tracking controller does not track the bundled sprint (5.4 m/s):
-measured, the run stays up only on the root residual (1.14 body weights on average), at
-25 deg mean joint error early in the run and 31 deg late (knee range 58 -> 75 deg); legs'
-M_F 0.646 at the end of the run and 0.624 after the walk; running again, the character
-falls within 0.5 s. Along the looped sprint itself, with activations free in [0, 1], the
-muscles fall ~90 N m short of the joint torques and the root needs ~0.4 body weights of
-help (engine/control/__init__.py). So the experiment test is an expected failure until the
-sprint is tracked; what the take does show (the legs tire) is still checked.
+running again). The tracking controller cannot do this with the bundled sprint (5.3 m/s).
+Measured (2026-11-23): the run opens at 26 deg mean joint error on ~1.3 body weights of
+root residual, the legs' M_F is 0.57 after 5 s and 0.65 after 20 s, and the character falls
+at 33 s, before the walk. Two reasons, both measured (issue 5's notes):
+- the reference is beyond the body even fresh: along the looped sprint, with activations
+  free in [0, 1], ~90 N m of joint torque stays unmet and the root needs ~0.4 body weights
+  (engine.control.demands), mostly around landing, where the low-passed clip decelerates
+  before its foot reaches the floor;
+- 3CC-r holds a load of R / (F + R) = 1/6 of a muscle's strength indefinitely, at any
+  fatigue scale. Tracking the sprint fresh takes the legs' muscles to 0.49 mean activation
+  (the walk 0.23), so at scale 50 a quarter of the legs' strength is spent within ~3 s
+  (engine.take.effort). MuscleVAE's policy answers by running less powerfully; a tracker
+  that insists on the clip can only sag and fall.
+So the experiment test is an expected failure; what the take does show (the legs tire) is
+still checked.
 """
 import numpy as np
 import pytest
@@ -40,8 +47,8 @@ def test_running_tires_the_legs(run_walk):
     assert s["legs_MF_end_run"] > s["legs_MF_start"] + 0.01
 
 
-@pytest.mark.xfail(reason="the sprint is not tracked (25-31 deg, carried by a ~1 BW residual) and running again "
-                   "after the walk falls within 0.5 s; see issue 5's notes", strict=True)
+@pytest.mark.xfail(reason="the tracker cannot keep up the sprint at fatigue scale 50: 26 deg fresh on a ~1.3 BW "
+                   "residual, and it falls at 33 s, before the walk; see the module docstring", strict=True)
 def test_run_walk_fig11(run_walk):
     take, res = run_walk
     s = res["summary"]

@@ -166,3 +166,43 @@ def test_cli_writes_take_report_and_plots(tmp_path, capsys):
         assert k in s
     for f in ("take.npz", "report.json", "report.md", "activation.png", "fatigue.png"):
         assert (out / f).is_file() and (out / f).stat().st_size > 100
+
+
+def test_effort_is_the_opening_f0_weighted_activation(short_takes, rig):
+    """summary effort: the f0-weighted mean activation per group over the first 2 s (here the
+    whole 1 s take); a group is exhausted when muscles with a quarter of its f0 are, each by
+    the 3CC-r closed form at its own opening activation."""
+    from engine.rig import GROUPS
+
+    a, _ = short_takes
+    s = a.meta["summary"]
+    p = fat.FatigueParams(**a.meta["fatigue"])
+    act = a.activation[a.times > 0].astype(float).mean(0)
+    for g, name in enumerate(GROUPS):
+        idx = rig.muscle_group == g
+        f0 = rig.muscle_f0[idx]
+        assert s["effort_by_group"][name] == pytest.approx(np.average(act[idx], weights=f0), abs=1e-4)
+        ends = np.array([fat.exhaustion_time(x, p) or np.inf for x in act[idx]])
+        out = [f0[ends <= t].sum() / f0.sum() for t in ends]  # share of strength gone by each muscle's end
+        first = min((t for t, share in zip(ends, out) if share >= 0.25), default=np.inf)
+        t_end = s["exhausted_after_s_by_group"][name]
+        assert (t_end is None) if not np.isfinite(first) else t_end == pytest.approx(first, abs=0.01)
+    assert s["endurance_limit"] == pytest.approx(1 / 6, abs=1e-4)
+
+
+def test_tired_walk_gives_way_when_the_effort_says(rig):
+    """Fatigue scale 50: half the legs' muscles walk above what 3CC-r holds for ever (1/6 of
+    their strength), so the opening effort predicts when a quarter of the legs' strength runs
+    out (measured 5.3 s); the gait holds before that (~5 deg) and gives way after (~17 deg)."""
+    from engine.take import simulate
+
+    take = simulate(rig, [(WALK, 12.0)], fatigue=fat.FatigueParams(scale=50), fps=30)
+    s = take.meta["summary"]
+    legs = [s["exhausted_after_s_by_group"][g] for g in ("right_leg", "left_leg")]
+    assert all(t is not None for t in legs), s["effort_by_group"]
+    t_end = float(np.mean(legs))
+    assert 3.0 < t_end < 8.0
+    err, t = take.joint_err_deg, take.times
+    before = err[(t > 0.5) & (t < 0.6 * t_end)].mean()
+    after = err[(t > t_end + 1.0) & (t < t_end + 5.0)].mean()
+    assert after > before + 5.0, (before, after, t_end)

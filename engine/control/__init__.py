@@ -28,6 +28,18 @@ Measured (issue 5, 2-core machine, one thread, MuJoCo):
   0.22 but not the unmet torque, and tracked worse (reverted). One reason for the torque: the
   waypoint paths have no patella, so the vastus lateralis' knee moment arm falls from 5.6 cm
   at 24 deg of flexion to 1.1 cm at 110 deg and 0.2 cm at 119 deg (the sprint's swing).
+- Joint damping (physics joint_damping, 10 N m s/rad on every DOF) costs the muscles: it
+  is ~20 of the walk's 26 N m unmet (toes), and the legs' mean activation is 0.24 at
+  damping 10 against 0.18 at 3 (sprint 0.49 against 0.38). Measured on 8 s fresh takes, uniform damping 10 / 5 / 4 /
+  3 / 2: walk 4.5 / - / - / 4.8 / 5.2 deg, sprint 17.5 / 12.4 / 22.5 / 10.5 / 18.2 deg
+  (erratic); 60 s walk 4.5 (10), 4.76 (5), 4.85 (3) deg. Below ~2 the arm, shoulder and
+  head chains diverge (damping 1: hand at 0.9 s). Not changed: the sprint's gain is not
+  robust, the walk's must-hold margin shrinks, and the trained policies assume 10.
+- Fatigue scale 50 (the run-walk setting) and the tracker: 3CC-r holds 1/6 of a muscle's
+  strength indefinitely (R / (F + R), any scale); the fresh walk works half of the legs'
+  strength above that and the sprint nearly all of it, so at scale 50 a quarter of the legs'
+  strength is spent after ~5 s walking (the gait gives way at 6 s) and ~3 s sprinting
+  (engine.take.effort, in every report). The run-walk take falls at 33 s.
 - Speed ~1.1-1.4x real time (`sinew bench --tracking 4`: 5.9 ms a step; it was 10.7 ms):
   the QP (~320 unknowns, 56 equalities) takes ~3.6 ms, warm-started from the last step's
   active set (~45 DAQP iterations instead of ~150); preparation ~1.3 ms (moment arms

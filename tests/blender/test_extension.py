@@ -95,6 +95,12 @@ def test_retarget_simulate_bake(sinew, fresh):
     sprint = dict(job_take.meta["demands"][0], clip="run.bvh", root_help_body_weights_mean=0.39)
     warning = core.clips_beyond_the_body(type("T", (), {"meta": {"demands": [sprint]}})())
     assert warning.startswith("run.bvh asks more than this body can do") and "0.39 body weights" in warning
+    # groups that tire out within the take are named in the report, those that do not are not
+    tired = {"summary": {"seconds": 20.0, "exhausted_after_s_by_group": {"trunk": None, "right_leg": 5.3, "left_arm": 30.0}}}
+    assert core.tiring_note(type("T", (), {"meta": tired})()) == "tiring (3CC-r): right leg spent after ~5 s"
+    assert (core.tiring_note(job_take) in s.last_report) and (
+        bool(core.tiring_note(job_take)) == any(t is not None and t < job_take.meta["summary"]["seconds"]
+                                                for t in job_take.meta["summary"]["exhausted_after_s_by_group"].values()))
     root, local = core.take_pose(job_take)
     _, x, body_rot, body_pos = from_engine.forward_kinematics(rig, root,
                                                               sub(sinew, "engine.transforms").quat_to_matrix(local))
