@@ -45,7 +45,8 @@ def run(argv) -> int:
 
     from . import core
     from .engine.control.plan import parse_clip_arg
-    from .engine.errors import ParameterError, SinewError
+    from .engine.errors import SinewError
+    from .engine.take import check_residual
 
     args = parser().parse_args(argv)
     t0 = time.perf_counter()
@@ -60,12 +61,11 @@ def run(argv) -> int:
         for c in args.clip:
             path, seconds = parse_clip_arg(c)
             clips.append(("ACTION" if path.lower() == "action" else path, seconds))
-        if args.controller == "policy" and args.residual is not None:
-            raise ParameterError("--residual", "the policy controller applies no root residual; leave it out")
+        residual = check_residual(args.controller, args.residual)
         context = bpy.context
         job = core.prepare_simulation(context, arm, clips, fps=args.fps, controller=args.controller,
                                       policy=args.policy, fatigue_scale=args.fatigue_scale, F=args.F, R=args.R,
-                                      r=args.r, residual=1.0 if args.residual is None else args.residual, seed=args.seed,
+                                      r=args.r, residual=residual, seed=args.seed,
                                       repetitions=args.repetitions)
         take = job.run()
         sim_s = time.perf_counter() - t0

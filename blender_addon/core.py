@@ -282,7 +282,7 @@ def clips_beyond_the_body(take) -> str:
 
 def tiring_note(take) -> str:
     """The muscle groups that tire out within the take (a quarter of their strength spent,
-    engine.take.effort), e.g. 'the right leg tires out after ~5 s', or ''."""
+    engine.take.effort), e.g. 'tiring (3CC-r): right leg spent after ~5 s', or ''."""
     s = take.meta.get("summary", {})
     ends = s.get("exhausted_after_s_by_group") or {}
     soon = [(t, g) for g, t in ends.items() if t is not None and t < s.get("seconds", 0.0)]

@@ -72,7 +72,7 @@ def parse_clips(items) -> list[tuple[str, float | None]]:
 def cmd_simulate(args) -> int:
     from . import fatigue as fat
     from .errors import InputFileError, ParameterError
-    from .take import check_clips, check_fps
+    from .take import check_clips, check_fps, check_residual
 
     # everything checked before any work, one line each
     clips = []
@@ -83,10 +83,8 @@ def cmd_simulate(args) -> int:
         clips.append((path, seconds))
     fps = check_fps(args.fps)
     fatigue = fat.FatigueParams(scale=args.fatigue_scale).validate(1 / 120)
+    residual = check_residual(args.controller, args.residual)
     if args.controller == "policy":
-        if args.residual is not None:
-            raise ParameterError("--residual", "the policy controller applies no root residual; "
-                                 "leave --residual out, or use --controller tracking")
         if args.policy is None:
             raise ParameterError("--policy", "--controller policy needs --policy P.npz")
         if not Path(args.policy).is_file():
@@ -96,7 +94,7 @@ def cmd_simulate(args) -> int:
     from .rig import load_rig
 
     rig = load_rig(args.rig)
-    params = TrackingParams(residual=1.0 if args.residual is None else args.residual).validate()
+    params = TrackingParams(residual=residual).validate()
     loaded = []
     for path, seconds in clips:  # read/retarget the clips (fails fast on a bad file)
         ref, _ = load_clip(rig, path)
@@ -172,9 +170,12 @@ def effort_lines(take) -> list[str]:
     if "effort_by_group" not in s:
         return []
     ends = [f"{g} ~{t:.0f} s" for g, t in s["exhausted_after_s_by_group"].items() if t is not None]
-    tail = ("; a quarter of the strength runs out: " + ", ".join(ends)) if ends else "; every group can keep it up"
     if take.meta["fatigue"]["scale"] == 0:
         tail = "; fatigue off"
+    elif ends:
+        tail = "; a quarter of the strength runs out: " + ", ".join(ends)
+    else:
+        tail = "; every group can keep it up"
     return ["effort      " + ", ".join(f"{g} {v:.2f}" for g, v in s["effort_by_group"].items())
             + f" (mean activation, first {EFFORT_WINDOW_S:g} s; 3CC-r holds {s['endurance_limit']:.2f} for ever){tail}"]
 

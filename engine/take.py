@@ -174,6 +174,17 @@ def check_fps(fps) -> int:
     return int(f)
 
 
+def check_residual(controller: str, residual: float | None) -> float:
+    """The root residual strength a take runs with: the given one (default 1 body weight)
+    for the tracking controller; a policy applies none, so asking for one is refused."""
+    if controller == "policy":
+        if residual is not None:
+            raise ParameterError("--residual", "the policy controller applies no root residual; "
+                                 "leave --residual out, or use --controller tracking")
+        return 0.0
+    return 1.0 if residual is None else residual
+
+
 def _versions() -> dict:
     import mujoco
     import scipy
@@ -365,7 +376,7 @@ EFFORT_WINDOW_S = 2.0  # s: the take's opening, where the effort the clip takes 
 EXHAUSTED_SHARE = 0.25  # a group counts as exhausted once muscles with this share of its f0 are
 
 
-def effort(take: Take, rig: Rig) -> tuple[dict, dict]:
+def effort(take: Take, rig: Rig, p: fat.FatigueParams) -> tuple[dict, dict]:
     """What the take asks of each muscle group, and how long 3CC-r lets it keep that up.
 
     Each muscle's effort is its mean activation over the first EFFORT_WINDOW_S seconds; a
@@ -374,18 +385,18 @@ def effort(take: Take, rig: Rig) -> tuple[dict, dict]:
     muscles holding EXHAUSTED_SHARE of the group's strength have run out (None: never, or
     fatigue off). The group mean alone hides the hardest-working muscles: on the walk at
     fatigue scale 50 it predicts 13-16 s for the legs, this quartile 5.3 s, and the gait
-    gives way at 6 s (measured, tests/test_take.py)."""
-    p = fat.FatigueParams(**take.meta["fatigue"])
+    gives way at 6 s (measured, tests/test_take.py). `p`: the take's fatigue rates."""
     sel = (take.times > 0) & (take.times <= EFFORT_WINDOW_S)
     if not sel.any():
         sel = np.ones(take.num_frames, bool)
     a = take.activation[sel].astype(np.float64).mean(0)
+    group_effort = take.group_mean("activation", rig)[sel].mean(0)
     ends = np.array([fat.exhaustion_time(float(x), p) or np.inf for x in a])
     by_group, exhausted = {}, {}
     for g, name in enumerate(GROUPS):
         idx = np.flatnonzero(rig.muscle_group == g)
         w = rig.muscle_f0[idx]
-        by_group[name] = round(float(a[idx] @ w / w.sum()), 4)
+        by_group[name] = round(float(group_effort[g]), 4)
         order = np.argsort(ends[idx], kind="stable")
         share = np.cumsum(w[order]) / w.sum()
         t_end = float(ends[idx][order][np.searchsorted(share, EXHAUSTED_SHARE)])
@@ -396,7 +407,8 @@ def effort(take: Take, rig: Rig) -> tuple[dict, dict]:
 def summarize(take: Take, rig: Rig) -> dict:
     """The figures `sinew simulate --json` prints."""
     m = take.meta
-    effort_by_group, exhausted_s = effort(take, rig)
+    fatigue = fat.FatigueParams(**m["fatigue"])
+    effort_by_group, exhausted_s = effort(take, rig, fatigue)
     t = m["timing"]
     sim_s = float(m["simulated_seconds"])
     skip = take.times > 0  # frame 0 is the start pose
@@ -418,7 +430,7 @@ def summarize(take: Take, rig: Rig) -> dict:
         MF_mean_by_group={g: round(float(mf[:, i].mean()), 5) for i, g in enumerate(GROUPS)},
         MF_final_by_group={g: round(float(mf[-1, i]), 5) for i, g in enumerate(GROUPS)},
         effort_by_group=effort_by_group, exhausted_after_s_by_group=exhausted_s,
-        endurance_limit=round(fat.endurance_limit(fat.FatigueParams(**m["fatigue"])), 4),
+        endurance_limit=round(fat.endurance_limit(fatigue), 4),
         frames=take.num_frames, fps=m["fps"],
         step_ms=dict(
             controller_per_step=round(1e3 * t["controller_s"] / max(t["steps"], 1), 4),

@@ -155,6 +155,17 @@ def test_cli_refuses_bad_input_with_one_line(tmp_path):
         args.func(args)
 
 
+def test_residual_strength_is_the_trackers_alone():
+    """One check for the CLI and the Blender batch script: the tracker's residual defaults to
+    1 body weight and keeps a given one; a policy runs with none and refuses one by name."""
+    from engine.take import check_residual
+
+    assert check_residual("tracking", None) == 1.0 and check_residual("tracking", 0.0) == 0.0
+    assert check_residual("policy", None) == 0.0
+    with pytest.raises(ParameterError, match="--residual"):
+        check_residual("policy", 0.5)
+
+
 def test_cli_writes_take_report_and_plots(tmp_path, capsys):
     ap, _ = _parser()
     out = tmp_path / "o"

@@ -30,8 +30,8 @@ Measured (issue 5, 2-core machine, one thread, MuJoCo):
   at 24 deg of flexion to 1.1 cm at 110 deg and 0.2 cm at 119 deg (the sprint's swing).
 - Joint damping (physics joint_damping, 10 N m s/rad on every DOF) costs the muscles: it
   is ~20 of the walk's 26 N m unmet (toes), and the legs' mean activation is 0.24 at
-  damping 10 against 0.18 at 3 (sprint 0.49 against 0.38). Measured on 8 s fresh takes, uniform damping 10 / 5 / 4 /
-  3 / 2: walk 4.5 / - / - / 4.8 / 5.2 deg, sprint 17.5 / 12.4 / 22.5 / 10.5 / 18.2 deg
+  damping 10 against 0.18 at 3 (sprint 0.49 against 0.38). Measured on 8 s fresh takes,
+  uniform damping 10 / 5 / 4 / 3 / 2: walk 4.5 / - / - / 4.8 / 5.2 deg, sprint 17.5 / 12.4 / 22.5 / 10.5 / 18.2 deg
   (erratic); 60 s walk 4.5 (10), 4.76 (5), 4.85 (3) deg. Below ~2 the arm, shoulder and
   head chains diverge (damping 1: hand at 0.9 s). Not changed: the sprint's gain is not
   robust, the walk's must-hold margin shrinks, and the trained policies assume 10.
