@@ -237,7 +237,10 @@ class SimulationJob:
                       seed=int(self.seed), fps=self.fps, params=TrackingParams(residual=float(self.residual)))
         if self.policy:
             kwargs["policy"] = self.policy
-        self.take = take_mod.simulate(load_model(), self.clips, progress=self._progress, **kwargs)
+        from .runtime import single_blas_thread
+
+        with single_blas_thread():
+            self.take = take_mod.simulate(load_model(), self.clips, progress=self._progress, **kwargs)
         self.fraction = 1.0
         self.finished = time.perf_counter()
         return self.take
