@@ -41,10 +41,11 @@ test: $(STAMP) blender-envs extension
 	$(PY) -m pytest -q --ignore=tests/blender
 	$(MAKE) --no-print-directory test-blender
 
-bench: $(STAMP)
+bench: $(STAMP) $(BLENDER_STAMPS) extension
 	$(VENV)/bin/sinew bench --seconds 5
 	$(PY) benchmarks/retarget_10min.py
 	$(PY) benchmarks/blender_display.py --repeat 3
+	$(PY) benchmarks/blender_vs_cli.py --bpy $(BLENDER_ENVS)/bpy-$(BPY_FULL)
 
 # One Blender extension zip per platform into dist/, validated (runtime wheels cached in dist/wheels).
 extension: $(STAMP)
