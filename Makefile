@@ -41,7 +41,7 @@ test: $(STAMP) blender-envs extension
 	$(PY) -m pytest -q --ignore=tests/blender
 	$(MAKE) --no-print-directory test-blender
 
-bench: $(STAMP) $(BLENDER_STAMPS) extension
+bench: $(STAMP) blender-envs extension
 	$(VENV)/bin/sinew bench --seconds 5
 	$(PY) benchmarks/retarget_10min.py
 	$(PY) benchmarks/blender_display.py --repeat 3
