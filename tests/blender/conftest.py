@@ -8,6 +8,15 @@ installed copy: scipy, mujoco and daqp come from its wheels, the engine from ins
 In any other Python (the project's .venv has scipy and the engine) these tests are skipped:
 there the add-on could use packages its zip lacks.
 
+pytest lives in that environment (with pluggy, iniconfig, packaging, pygments): driving bpy
+in-process is what the tests need (frame_set, depsgraph reads, renders), and a subprocess
+per check would cost a bpy start and a zip install each. What pytest brings cannot stand in
+for the add-on's needs: test_runtime.py proves none of daqp, scipy, mujoco, threadpoolctl,
+engine or sinew imports there outside the extension, that the environment holds nothing but
+bpy's and pytest's packages, and that in the test process every one of those modules comes
+from the installed zip and nothing from the source tree (--import-mode=importlib keeps the
+repository off sys.path).
+
 BLENDER_USER_RESOURCES must be set before bpy is first imported, so it is set when this
 conftest is imported; the zip is built by tools/build_extension.py if dist/ has none
 (set SINEW_EXTENSION_ZIP to test another one)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .conftest import MIXAMO, ROOT, WALK, action_fcurves, bpy, fcurve_snapshot, make_mixamo_armature, sub
+from .conftest import MIXAMO, ROOT, WALK, _zip, action_fcurves, bpy, fcurve_snapshot, make_mixamo_armature, sub
 
 SECONDS = 1.0
 
@@ -24,7 +24,7 @@ def _counts():
 
 @pytest.mark.smoke
 def test_zip_contents_and_registration(sinew):
-    z = sorted((ROOT / "dist").glob("sinew-*-linux_x64.zip"))[-1]
+    z = _zip()  # the zip the session installed
     names = zipfile.ZipFile(z).namelist()
     assert "blender_manifest.toml" in names and "engine/take.py" in names
     assert "rigs/human284/human284.npz" in names and "rigs/human284/meshes.npz" in names
