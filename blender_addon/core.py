@@ -75,6 +75,29 @@ def store_mapping(arm, mapping: dict, label: str) -> None:
             it.body = body
         it.bone = mapping.get(body, "")
     s.map_source = label
+    save_state(arm)
+
+
+def save_state(arm) -> None:
+    """Mirror the bone map and retarget state into the string arm.sinew_saved (props)."""
+    s = arm.sinew
+    arm.sinew_saved = json.dumps(dict(mapping=stored_mapping(arm), source=s.map_source, retargeted=s.retargeted,
+                                      model_scale=s.model_scale))
+
+
+def restore_state(arm) -> bool:
+    """Put the mirrored state back where a reload lost it (library overrides); True if it did."""
+    try:
+        saved = json.loads(arm.sinew_saved or "{}")
+    except ValueError:
+        return False
+    s = arm.sinew
+    if not saved or (stored_mapping(arm) == saved["mapping"] and s.retargeted == saved["retargeted"]):
+        return False
+    store_mapping(arm, saved["mapping"], saved["source"])
+    s.retargeted, s.model_scale = saved["retargeted"], saved["model_scale"]
+    save_state(arm)
+    return True
 
 
 def export_mapping(arm, path) -> Path:
@@ -145,6 +168,7 @@ def retarget_to_model(context, arm, prefs=None) -> dict:
     info = display.build_display(context, arm, rt, load_model(), meshes_path(), prefs)
     arm.sinew.model_scale = 1.0 / rt.scale
     arm.sinew.retargeted = True
+    save_state(arm)
     info.update(mapped_bodies=len(rt.mapping), character_scale=round(1.0 / rt.scale, 4))
     return info
 
@@ -237,7 +261,10 @@ class SimulationJob:
                       seed=int(self.seed), fps=self.fps, params=TrackingParams(residual=float(self.residual)))
         if self.policy:
             kwargs["policy"] = self.policy
-        self.take = take_mod.simulate(load_model(), self.clips, progress=self._progress, **kwargs)
+        from .runtime import single_blas_thread
+
+        with single_blas_thread():
+            self.take = take_mod.simulate(load_model(), self.clips, progress=self._progress, **kwargs)
         self.fraction = 1.0
         self.finished = time.perf_counter()
         return self.take
