@@ -34,7 +34,8 @@ stops there).
 A clip is a BVH file (retargeted on the fly) or a reference .npz from `sinew retarget`;
 CLIP:SECONDS plays it (looping) for that long, default one pass. Clips play in order,
 cross-faded at each switch. Writes take.npz, report.json, report.md, activation.png
-(muscle activation heat map) and fatigue.png (M_F by muscle group).
+(muscle activation heat map), fatigue.png (M_F by muscle group) and gait.png (speed,
+cadence, stride, knee flexion, trunk lean and root height over the take, beside M_F).
 
 Before simulating, each clip is solved along its reference with the muscles free (no
 fatigue): the report says how much joint torque it asks beyond the muscles and how much
@@ -151,10 +152,11 @@ def write_outputs(take, rig, out: Path, plots: bool = True) -> list[Path]:
     (out / "report.json").write_text(json.dumps(report, indent=1))
     files.append(out / "report.json")
     if plots:
-        from .take_plots import activation_heatmap, fatigue_by_group
+        from .take_plots import activation_heatmap, fatigue_by_group, gait_plot
 
         files.append(activation_heatmap(out / "activation.png", take, rig))
         files.append(fatigue_by_group(out / "fatigue.png", take, rig))
+        files.append(gait_plot(out / "gait.png", take, rig))
     (out / "report.md").write_text(report_markdown(take, files))
     files.append(out / "report.md")
     return files
@@ -200,13 +202,18 @@ def effort_lines(take) -> list[str]:
 
 
 def extra_lines(take) -> list[str]:
-    """Calibration poses skipped or kept (engine.motion.calibration) and how the character
-    came through each push (engine.push)."""
+    """Calibration poses skipped or kept (engine.motion.calibration), how the character
+    came through each push (engine.push), and the gait early against late (engine.gait)."""
     from .push import describe as push
 
     out = [f"calibration {Path(c['source']).name}: {describe_calibration(c['calibration'])}"
            for c in take.meta["clips"] if c.get("calibration")]
-    return out + [f"push        {push(r)}" for r in take.meta["summary"].get("pushes", [])]
+    out += [f"push        {push(r)}" for r in take.meta["summary"].get("pushes", [])]
+    if take.meta["summary"].get("gait"):
+        from .gait import describe as gait
+
+        out.append(f"gait        {gait(take.meta['summary']['gait'])}")
+    return out
 
 
 def describe_calibration(cal) -> str:
@@ -215,14 +222,31 @@ def describe_calibration(cal) -> str:
     return describe(cal)
 
 
+def glance_lines(take) -> list[str]:
+    """report.md's opening: did it fall (when), and did an invisible hand help (how much)."""
+    s, m = take.meta["summary"], take.meta
+    fell = (f"**yes, at {s['stopped_at_s']:.2f} s**" if s["fell"] else
+            f"no (the simulation diverged at {s['stopped_at_s']:.2f} s)" if s["diverged"] else "no")
+    if m["controller"] != "tracking" or not s["residual_strength"]:
+        residual = "none: the muscles and the ground alone"
+    else:
+        residual = (f"strength {s['residual_strength']:g}: mean {s['residual_mean_N']:.1f} N "
+                    f"(**{s['residual_mean_body_weights']:.3f} body weights**) of force nobody sees, "
+                    f"{s['residual_torque_mean_Nm']:.1f} N m of torque")
+    return [f"- Fell: {fell}", f"- Root residual: {residual}", ""]
+
+
 def extra_markdown(take) -> list[str]:
-    """report.md sections on calibration poses and pushes (each empty when there are none)."""
+    """report.md sections on the gait, calibration poses and pushes (each empty when there
+    is nothing to say)."""
+    from .gait import markdown as gait_table
     from .push import markdown as push_table
 
+    s = take.meta["summary"]
     cal = [f"- {Path(c['source']).name}: {describe_calibration(c['calibration'])}"
            for c in take.meta["clips"] if c.get("calibration")]
     head = ["", "Calibration poses found at the start of the clips:", ""] if cal else []
-    return head + cal + push_table(take.meta["summary"].get("pushes", []))
+    return (gait_table(s["gait"]) if s.get("gait") else []) + head + cal + push_table(s.get("pushes", []))
 
 
 def demand_lines(take) -> list[str]:
@@ -245,6 +269,7 @@ def report_markdown(take, files) -> str:
     if s["fell"] or s["diverged"]:
         lines += [f"**The take stopped early: {m['stop_reason']}.** It is kept up to {s['seconds']:.2f} s "
                   f"of the planned {s['planned_seconds']:.2f} s.", ""]
+    lines += glance_lines(take)
     lines += ["| clip | seconds |", "|---|---|"] + [f"| {c['source']} | {c['seconds']:g} |" for c in m["clips"]]
     lines += ["", "| figure | value |", "|---|---|"]
     for k in ("seconds", "realtime_factor", "joint_err_deg_mean", "root_err_cm_mean", "fell", "diverged",

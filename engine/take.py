@@ -414,6 +414,7 @@ def effort(take: Take, rig: Rig, p: fat.FatigueParams) -> tuple[dict, dict]:
 
 def summarize(take: Take, rig: Rig) -> dict:
     """The figures `sinew simulate --json` prints."""
+    from .gait import take_gait
     from .push import recoveries
 
     m = take.meta
@@ -441,7 +442,7 @@ def summarize(take: Take, rig: Rig) -> dict:
         MF_final_by_group={g: round(float(mf[-1, i]), 5) for i, g in enumerate(GROUPS)},
         effort_by_group=effort_by_group, exhausted_after_s_by_group=exhausted_s,
         endurance_limit=round(fat.endurance_limit(fatigue), 4),
-        pushes=recoveries(take),
+        pushes=recoveries(take), gait=take_gait(take, rig),
         frames=take.num_frames, fps=m["fps"],
         step_ms=dict(
             controller_per_step=round(1e3 * t["controller_s"] / max(t["steps"], 1), 4),

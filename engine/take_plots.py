@@ -66,3 +66,45 @@ def fatigue_by_group(path, take, rig) -> Path:
         axes[0].text(t[-1], 0.5, " stopped", color="r", transform=axes[0].get_xaxis_transform(), fontsize=8)
     axes[0].set_title(f"Fatigue by muscle group (fatigue scale {take.meta['fatigue']['scale']:g})", fontsize=9, pad=14)
     return save(fig, path)
+
+
+def gait_plot(path, take, rig) -> Path:
+    """Tiredness as a gait (engine.gait): speed, cadence and stride against their early
+    values, knee flexion range, trunk lean and root height, over sliding 2 s windows, above
+    M_F by muscle group."""
+    from .gait import EARLY_S, gait_series
+
+    plt = _pyplot()
+    centres, g = gait_series(take, rig)
+    fig, axes = plt.subplots(3, 1, figsize=(8, 7.5), dpi=110, sharex=True)
+    early = centres <= take.times[0] + EARLY_S
+    for k, label, c in (("forward_speed_mps", "speed", "k"), ("cadence_spm", "cadence", "#2ca02c"),
+                        ("stride_m", "stride length", "#9467bd")):
+        base = np.nanmean(g[k][early]) if np.any(np.isfinite(g[k][early])) else np.nan
+        axes[0].plot(centres, 100 * (g[k] / base - 1), color=c, lw=1.5, marker=".", label=label)
+    axes[0].axhline(0, color="0.6", lw=0.8)
+    axes[0].set_ylabel(f"change from the\nfirst {EARLY_S:g} s (%)")
+    axes[0].legend(fontsize=8, loc="lower left")
+    axes[1].plot(centres, g["knee_range_deg"], color="#d62728", lw=1.3, marker=".", label="knee flexion range")
+    axes[1].plot(centres, g["trunk_lean_deg"], color="#1f77b4", lw=1.3, marker=".", label="trunk lean")
+    axes[1].set_ylabel("deg")
+    twin = axes[1].twinx()
+    twin.plot(centres, g["root_height_m"], color="#ff7f0e", lw=1.3, marker=".", label="root height")
+    twin.set_ylabel("root height (m)", color="#ff7f0e")
+    axes[1].legend(fontsize=8, loc="center left")
+    mf = take.group_mean("MF", rig)
+    for i, name in enumerate(GROUPS):
+        axes[2].plot(take.times, mf[:, i], color=_COLOURS[name], lw=1.5, label=name.replace("_", " "))
+    axes[2].set_ylabel("fatigue $M_F$\n(f0-weighted mean)")
+    axes[2].set_xlabel("time (s)")
+    axes[2].legend(fontsize=8, loc="upper left")
+    for ax in axes:
+        ax.grid(alpha=0.25)
+        _segments(ax, take)
+    if take.meta.get("fell"):
+        for ax in axes:
+            ax.axvline(take.times[-1], color="r", lw=1.2)
+        axes[0].text(take.times[-1], 0.5, " fell", color="r", transform=axes[0].get_xaxis_transform(), fontsize=8)
+    axes[0].set_title(f"Gait as the muscles tire (fatigue scale {take.meta['fatigue']['scale']:g}; sliding 2 s windows)",
+                      fontsize=9, pad=14)
+    return save(fig, path)
