@@ -201,3 +201,9 @@ def markdown(rows: list[dict]) -> list[str]:
         out.append(f"| {r['time']:g} | {force} | {r['seconds']:g} | {r['body']} | {fell} | {errs} | "
                    f"{cell(r['peak_pelvis_cm'])} | {cell(r['recovered_after_s'], '{:.2f}')} |")
     return out
+
+
+def parse_pushes(text: str) -> list[Push]:
+    """Pushes written in one text field (the Blender panel): specs separated by spaces or
+    semicolons, e.g. '2:0,-120,0:0.2; 6:120,0,0:0.2:Torso'; '' is none."""
+    return [parse_push(spec) for spec in str(text or "").replace(";", " ").split()]
