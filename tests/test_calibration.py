@@ -117,3 +117,18 @@ def test_cli_retarget_says_what_it_skipped_and_keeps_it_on_request(tmp_path, cap
     assert main(["retarget", str(clip), "--out", str(tmp_path / "b.npz"), "--json", "--keep-calibration"]) == 0
     s2 = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert s2["calibration"]["skipped"] is False and s2["frames"] > s["frames"]
+
+
+def test_cli_simulate_skips_the_pose_says_so_and_keeps_it_on_request(tmp_path, capsys):
+    from engine.cli import main
+
+    clip = clips.variant_file(tmp_path, "walk", names="cmu", fps=60, pose="A", pose_frames=10)
+    for extra, skipped in (([], True), (["--keep-calibration"], False)):
+        out = tmp_path / f"take{len(extra)}"
+        assert main(["simulate", "--clip", f"{clip}:0.4", "--no-plots", "--out", str(out)] + extra) == 0
+        text = capsys.readouterr().out
+        line = next(ln for ln in text.splitlines() if ln.startswith("calibration"))
+        assert ("skipped 10 frames (0.17 s) of an A-pose" in line) == skipped and ("kept 10 frames" in line) != skipped
+        report = json.loads((out / "report.json").read_text())
+        assert report["meta"]["clips"][0]["calibration"]["skipped"] is skipped
+        assert "A-pose" in (out / "report.md").read_text()

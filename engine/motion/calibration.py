@@ -140,7 +140,7 @@ def describe(cal: dict | None, flag: str = "--keep-calibration") -> str:
     if not cal:
         return ""
     what = (f"{cal['frames']} frame{'s' if cal['frames'] != 1 else ''} ({cal['seconds']:.2f} s) of "
-            f"{'a ' + cal['pose'] if cal['pose'] != 'pose' else 'a pose'} at the start, joined to the motion "
+            f"{'an' if cal['pose'] == 'A-pose' else 'a'} {cal['pose']} at the start, joined to the motion "
             f"by a {cal['jump_deg']:.0f} deg jump")
     if cal["skipped"]:
         return f"skipped {what}; {flag} keeps them"
