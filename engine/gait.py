@@ -2,12 +2,16 @@
 take, early against late (issue 16, deliver 4). Pure functions of the recorded frames.
 
 Foot contacts: a foot (talus and toe boxes) is down in a frame when its lowest box corner
-is within CONTACT_HEIGHT_M of the floor and its talus moves slower than CONTACT_SPEED_MPS
-horizontally; gaps shorter than GAP_S are closed and contacts shorter than MIN_CONTACT_S
+is within CONTACT_HEIGHT_M of the floor and slides slower than CONTACT_SPEED_MPS, or
+CONTACT_SPEED_SHARE of the pelvis's speed when that is more (that point on the foot,
+followed to the next frame: a heel or a ball rolling on the floor is still;
+engine.motion.reference.foot_tracks); gaps shorter than GAP_S are closed and contacts shorter than MIN_CONTACT_S
 dropped (a heel and a toe touching in turn is one contact). A touchdown (a step) is a
 contact's first frame.
 
-    forward_speed_mps  net horizontal displacement of the pelvis over the window / its length
+    forward_speed_mps  horizontal path of the pelvis over the window, sampled every
+                       PATH_STEP_S (so turning counts and side-to-side sway hardly does),
+                       over its length
     cadence_spm        steps per minute: 60 (touchdowns - 1) / (last - first touchdown time),
                        both feet together
     stride_m           horizontal distance between one foot's successive touchdowns, mean
@@ -25,8 +29,10 @@ from .transforms import quat_to_matrix
 
 CONTACT_HEIGHT_M = 0.03
 CONTACT_SPEED_MPS = 0.4
+CONTACT_SPEED_SHARE = 0.35  # ... or this share of the pelvis's speed, if more (mocap feet skate in a sprint)
 GAP_S = 0.1
 MIN_CONTACT_S = 0.05
+PATH_STEP_S = 0.5  # the pelvis's path is followed in steps this long: a turn counts, sway not
 EARLY_S = 5.0  # the early window: the take's first seconds
 LATE_S = 10.0  # the late window: its last seconds
 METRICS = ("forward_speed_mps", "cadence_spm", "stride_m", "knee_range_deg", "trunk_lean_deg", "root_height_m")
@@ -56,16 +62,20 @@ def _clean(mask: np.ndarray, gap: int, shortest: int) -> np.ndarray:
 
 def foot_contacts(rig, times: np.ndarray, body_pos: np.ndarray, body_quat: np.ndarray) -> np.ndarray:
     """(N, 2) contact of the right and left foot per frame (see the module's rule)."""
-    from .motion.reference import foot_points
+    from .motion.reference import foot_tracks
 
-    rot = quat_to_matrix(body_quat)
     dt = float(np.median(np.diff(times))) if len(times) > 1 else 1.0
     out = np.zeros((len(times), 2), bool)
-    for k, side in enumerate("RL"):
-        low = foot_points(rig, rot, body_pos, side)[..., 2].min(-1)
-        talus = body_pos[:, rig.body_index(f"Talus{side}"), :2]
-        speed = np.linalg.norm(np.gradient(talus, times, axis=0), axis=1) if len(times) > 1 else np.zeros(1)
-        down = (low < CONTACT_HEIGHT_M) & (speed < CONTACT_SPEED_MPS)
+    if len(times) < 2:
+        return out
+    pelvis = np.linalg.norm(np.gradient(body_pos[:, rig.body_index("Pelvis"), :2], times, axis=0), axis=1)
+    n = min(max(int(round(1.0 / dt)), 1), len(times))  # the pelvis's speed over about a second
+    pace = np.convolve(pelvis, np.ones(n) / n, mode="same")
+    slow = np.maximum(CONTACT_SPEED_MPS, CONTACT_SPEED_SHARE * pace)
+    for k, (low, nxt) in enumerate(foot_tracks(rig, quat_to_matrix(body_quat), body_pos)):
+        # the lowest corner's slide to the next frame (the same point on the foot); the last frame repeats
+        slide = np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=1) / np.diff(times)
+        down = (low[:, 2] < CONTACT_HEIGHT_M) & (np.concatenate([slide, slide[-1:]]) < slow)
         out[:, k] = _clean(down, max(int(round(GAP_S / dt)), 1), max(int(round(MIN_CONTACT_S / dt)), 1))
     return out
 
@@ -98,7 +108,10 @@ def window_metrics(rig, times, body_pos, body_quat, q, lo: float, hi: float, ste
         return out
     a, b = sel[0], sel[-1]
     pelvis = body_pos[:, rig.body_index("Pelvis")]
-    out["forward_speed_mps"] = float(np.linalg.norm(pelvis[b, :2] - pelvis[a, :2]) / (times[b] - times[a]))
+    every = max(int(round(PATH_STEP_S / max(float(np.median(np.diff(times[sel]))), 1e-9))), 1)
+    path = np.append(sel[::every], b) if (len(sel) - 1) % every else sel[::every]
+    length = np.linalg.norm(np.diff(pelvis[path, :2], axis=0), axis=1).sum()
+    out["forward_speed_mps"] = float(length / (times[b] - times[a]))
     if steps is None:
         steps = touchdowns(foot_contacts(rig, times, body_pos, body_quat))
     inside = [s[(s >= a) & (s <= b)] for s in steps]

@@ -48,18 +48,24 @@ def _known(ref):
     return 120.0 / period, stride / period, stride
 
 
-def test_cadence_speed_and_stride_of_a_played_walk_match_the_clip(rig, walks):
-    for ref in walks:
-        rec = _played(rig, [(ref, 16.0)])
-        g = gait_summary(rig, rec.times, rec.body_pos, rec.body_quat, rec.q)
-        cadence, speed, stride = _known(ref)
-        for window in ("early", "late"):
-            m = g[window]
-            assert m["cadence_spm"] == pytest.approx(cadence, rel=0.02)
-            assert m["forward_speed_mps"] == pytest.approx(speed, rel=0.03)
-            assert m["stride_m"] == pytest.approx(stride, rel=0.03)
-            assert 40 < m["knee_range_deg"] < 80 and m["trunk_lean_deg"] < 10 and 0.85 < m["root_height_m"] < 1.05
-        assert abs(g["change"]["cadence_spm"]) < 0.02 and not g["overlap"]
+@pytest.mark.parametrize("clip,kw", [("walk", {}), ("walk", dict(names="mixamo", fps=30, mirrored=True)),
+                                     ("run", {}), ("run", dict(names="cmu", fps=60))],
+                         ids=["walk", "walk-mixamo-30-mirrored", "run", "run-cmu-60"])
+def test_cadence_speed_and_stride_of_a_played_clip_match_the_clip(rig, clip, kw):
+    """The sprint's retargeted feet skate up to ~1.6 m/s in stance: contacts still count."""
+    ref = retarget(clips.variant(clip, **kw), rig)[0]
+    rec = _played(rig, [(ref, 16.0)])
+    g = gait_summary(rig, rec.times, rec.body_pos, rec.body_quat, rec.q)
+    cadence, speed, stride = _known(ref)
+    knees = (40, 80) if clip == "walk" else (80, 110)
+    for window in ("early", "late"):
+        m = g[window]
+        assert m["cadence_spm"] == pytest.approx(cadence, rel=0.02)
+        assert m["forward_speed_mps"] == pytest.approx(speed, rel=0.03)
+        assert m["stride_m"] == pytest.approx(stride, rel=0.03)
+        assert knees[0] < m["knee_range_deg"] < knees[1] and m["trunk_lean_deg"] < 15
+        assert 0.85 < m["root_height_m"] < 1.05
+    assert abs(g["change"]["cadence_spm"]) < 0.02 and not g["overlap"]
 
 
 def test_retimed_by_0_8_the_cadence_and_speed_scale_by_0_8(rig, walks):
