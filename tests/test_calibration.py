@@ -56,6 +56,24 @@ def test_inserted_calibration_frames_are_found(rig, kw, pose, frames):
     assert cal.jump_deg >= 2.5 * cal.ordinary_deg
 
 
+@pytest.mark.parametrize("clip", ["walk", "run"])
+@pytest.mark.parametrize("fps,frames", [(None, 60), (30, 60), (24, 1), (24, 10)])
+def test_a_held_pose_with_jitter_and_another_heading_is_found(rig, clip, fps, frames):
+    """Real calibration frames are not still: 1 deg of noise on every bone, the actor
+    turned 90 deg from where the motion goes; and they may outlast a short clip (2 s of
+    T-pose before a 1.1 s walk cycle)."""
+    from engine.motion import SourceMotion
+    from engine.transforms import axis_angle_to_quat, quat_multiply
+
+    m = clips.variant(clip, names="cmu", fps=fps, pose="T", pose_frames=frames)
+    rot = m.rotations.copy()
+    noise = np.random.default_rng(0).normal(0, np.radians(1.0), (frames, rot.shape[1], 3))
+    rot[:frames] = quat_multiply(rot[:frames], axis_angle_to_quat(noise))
+    rot[:frames, 0] = quat_multiply(axis_angle_to_quat(np.array([0.0, 0.0, np.pi / 2])), rot[:frames, 0])
+    cal = _found(rig, SourceMotion(m.skeleton, rot, m.root_translation, m.frame_time))
+    assert cal.frames == frames and cal.pose == "T-pose"
+
+
 def test_fast_motion_is_not_a_calibration(rig):
     """Hard negatives: the sprint at 15 fps changes > 10 deg every frame; a clip that
     stands still for half a second and then walks; a T-pose that is part of the motion

@@ -12,8 +12,8 @@ rate, under any bone names:
   nearest is at least FAR_SHARE of the jump away), so the cut is not a fast move.
 
 Pose change is the root-mean-square over the bones of each bone's local rotation angle
-(2 acos |<q_a, q_b>|). The cut is searched in the first MAX_SHARE of the clip and
-MAX_SECONDS; the last qualifying cut wins (a T-pose then an A-pose both go). The skipped
+(2 acos |<q_a, q_b>|). The cut is searched in the first MAX_SECONDS, leaving at least
+MIN_MOTION_S and MIN_MOTION_FRAMES of motion; the last qualifying cut wins (a T-pose then an A-pose both go). The skipped
 pose is named from its upper arms: T-pose (both within 25 deg of horizontal), A-pose
 (both 25-65 deg below), else "pose".
 """
@@ -28,8 +28,8 @@ from .skeleton import SourceMotion
 JUMP_MIN_DEG = 10.0  # deg RMS over the bones, in one frame
 JUMP_FACTOR = 2.5  # times the ordinary frame-to-frame change
 FAR_SHARE = 0.5  # the motion's nearest frame to a skipped pose, as a share of the jump
-MAX_SHARE = 0.5  # of the clip's frames, at most
-MAX_SECONDS = 10.0
+MAX_SECONDS = 10.0  # a calibration is looked for this far into the clip
+MIN_MOTION_S, MIN_MOTION_FRAMES = 0.5, 8  # and leaves at least this much motion after it
 T_POSE_DEG, A_POSE_DEG = 25.0, 65.0  # upper-arm angle below horizontal: T within 25, A 25..65
 
 
@@ -108,11 +108,11 @@ def detect_calibration(motion: SourceMotion, bones=None, arms=()) -> Calibration
     """
     F = motion.num_frames
     none = Calibration(0, motion.fps)
-    if F < 4:
+    if F <= MIN_MOTION_FRAMES:
         return none
     R = motion.rotations if bones is None else motion.rotations[:, np.asarray(bones, int)]
     d = pose_change_deg(R)  # d[t]: frame t -> t + 1
-    last = min(int(MAX_SHARE * F), int(MAX_SECONDS * motion.fps) + 1)
+    last = min(F - max(MIN_MOTION_FRAMES, int(np.ceil(MIN_MOTION_S * motion.fps))), int(MAX_SECONDS * motion.fps) + 1)
     for k in np.flatnonzero(d[:last] >= JUMP_MIN_DEG)[::-1] + 1:  # cut before frame k, last first
         ordinary = float(np.percentile(d[k:], 90)) if k < F - 1 else 0.0
         jump = float(d[k - 1])
