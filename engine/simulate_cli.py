@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from . import take_report
 from .argtypes import number
 
 EPILOG = """examples:
@@ -177,7 +178,7 @@ def report_lines(take, files) -> list[str]:
         f"torque mean {s['residual_torque_mean_Nm']:.1f} N m" if take.meta["controller"] == "tracking"
         else "residual    none (the policy's muscles alone)",
         "M_F mean    " + ", ".join(f"{g} {v:.3f}" for g, v in s["MF_mean_by_group"].items()),
-    ] + effort_lines(take) + demand_lines(take) + extra_lines(take) + [
+    ] + effort_lines(take) + demand_lines(take) + take_report.extra_lines(take) + [
         "wrote       " + ", ".join(str(f) for f in files),
     ]
 
@@ -201,54 +202,6 @@ def effort_lines(take) -> list[str]:
             + f" (mean activation, first {EFFORT_WINDOW_S:g} s; 3CC-r holds {s['endurance_limit']:.2f} for ever){tail}"]
 
 
-def extra_lines(take) -> list[str]:
-    """Calibration poses skipped or kept (engine.motion.calibration), how the character
-    came through each push (engine.push), and the gait early against late (engine.gait)."""
-    from .push import describe as push
-
-    out = [f"calibration {Path(c['source']).name}: {describe_calibration(c['calibration'])}"
-           for c in take.meta["clips"] if c.get("calibration")]
-    out += [f"push        {push(r)}" for r in take.meta["summary"].get("pushes", [])]
-    if take.meta["summary"].get("gait"):
-        from .gait import describe as gait
-
-        out.append(f"gait        {gait(take.meta['summary']['gait'])}")
-    return out
-
-
-def describe_calibration(cal) -> str:
-    from .motion.calibration import describe
-
-    return describe(cal)
-
-
-def glance_lines(take) -> list[str]:
-    """report.md's opening: did it fall (when), and did an invisible hand help (how much)."""
-    s, m = take.meta["summary"], take.meta
-    fell = (f"**yes, at {s['stopped_at_s']:.2f} s**" if s["fell"] else
-            f"no (the simulation diverged at {s['stopped_at_s']:.2f} s)" if s["diverged"] else "no")
-    if m["controller"] != "tracking" or not s["residual_strength"]:
-        residual = "none: the muscles and the ground alone"
-    else:
-        residual = (f"strength {s['residual_strength']:g}: mean {s['residual_mean_N']:.1f} N "
-                    f"(**{s['residual_mean_body_weights']:.3f} body weights**) of force nobody sees, "
-                    f"{s['residual_torque_mean_Nm']:.1f} N m of torque")
-    return [f"- Fell: {fell}", f"- Root residual: {residual}", ""]
-
-
-def extra_markdown(take) -> list[str]:
-    """report.md sections on the gait, calibration poses and pushes (each empty when there
-    is nothing to say)."""
-    from .gait import markdown as gait_table
-    from .push import markdown as push_table
-
-    s = take.meta["summary"]
-    cal = [f"- {Path(c['source']).name}: {describe_calibration(c['calibration'])}"
-           for c in take.meta["clips"] if c.get("calibration")]
-    head = ["", "Calibration poses found at the start of the clips:", ""] if cal else []
-    return (gait_table(s["gait"]) if s.get("gait") else []) + head + cal + push_table(s.get("pushes", []))
-
-
 def demand_lines(take) -> list[str]:
     """One line per clip of what it asks of the body (engine.control.demands), flagged when
     it is beyond what the muscles and the ground can do."""
@@ -269,7 +222,7 @@ def report_markdown(take, files) -> str:
     if s["fell"] or s["diverged"]:
         lines += [f"**The take stopped early: {m['stop_reason']}.** It is kept up to {s['seconds']:.2f} s "
                   f"of the planned {s['planned_seconds']:.2f} s.", ""]
-    lines += glance_lines(take)
+    lines += take_report.glance_lines(take)
     lines += ["| clip | seconds |", "|---|---|"] + [f"| {c['source']} | {c['seconds']:g} |" for c in m["clips"]]
     lines += ["", "| figure | value |", "|---|---|"]
     for k in ("seconds", "realtime_factor", "joint_err_deg_mean", "root_err_cm_mean", "fell", "diverged",
@@ -301,7 +254,7 @@ def report_markdown(take, files) -> str:
             worst = ", ".join(f"{k} {v:.0f}" for k, v in d["worst_joints"].items())
             lines.append(f"| {Path(d['clip']).name} | {d['unmet_joint_torque_Nm_mean']:.0f} / {d['unmet_joint_torque_Nm_max']:.0f} | "
                          f"{d['root_help_body_weights_mean']:.2f} / {d['root_help_body_weights_max']:.2f} | {worst} |")
-    lines += extra_markdown(take)
+    lines += take_report.extra_markdown(take)
     lines += ["", f"Controller: {m['controller']}, backend {m['backend']}, fatigue scale "
               f"{m['fatigue']['scale']:g} (F = {m['fatigue']['F']:g}, R = {m['fatigue']['R']:g}, r = {m['fatigue']['r']:g}), "
               f"seed {m['seed']}, {m['fps']} fps.",
