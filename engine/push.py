@@ -23,6 +23,7 @@ AFTER_S = 3.0  # ... and after it (the gait should be back within this)
 OFFSET_S = 1.0  # the pelvis's offset from its reference path before a push, averaged this long
 BACK_DEG = 2.0  # back: the joint error within this of its mean before the push
 SMOOTH_S = 0.5  # the joint error is averaged this long (a stride's half) when judging 'back'
+HOLD_S = 1.0  # ... and must stay back this long
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,8 @@ def recovery(take, push: Push) -> dict:
     the largest from its start to AFTER_S after its end; err_after_deg: the mean over the
     AFTER_S after its end, back_within_3s whether that is within BACK_DEG of the baseline
     (None when the take ends first); recovered_after_s: seconds after the push's end until
-    the joint error (averaged over SMOOTH_S) is back within BACK_DEG of the baseline (None:
-    never in the take); peak_pelvis_cm: the pelvis's largest departure from where it would
+    the joint error (averaged over SMOOTH_S) is back within BACK_DEG of the baseline and
+    stays there for HOLD_S (None: never in the take); peak_pelvis_cm: the pelvis's largest departure from where it would
     have been, its reference path plus the offset it had from that path over the OFFSET_S
     before the push; fell: whether the take fell at or after the push's start.
     """
@@ -149,8 +150,11 @@ def recovery(take, push: Push) -> dict:
     recovered = None
     if base is not None:
         n = max(int(round(SMOOTH_S * take.fps)), 1)
+        h = max(int(round(HOLD_S * take.fps)), 1)
         smooth = np.convolve(err, np.ones(n) / n, mode="valid")  # smooth[i]: mean of err[i:i+n]
-        ok = np.flatnonzero((t[:len(smooth)] >= push.end) & (smooth <= base + BACK_DEG))
+        bad = np.concatenate([[0], np.cumsum(smooth > base + BACK_DEG)])
+        held = bad[h:] - bad[:-h] == 0 if len(smooth) >= h else np.zeros(0, bool)  # held[i]: smooth[i:i+h] all back
+        ok = np.flatnonzero((t[:len(held)] >= push.end) & held)
         recovered = round(float(t[ok[0]] - push.end), 3) if ok.size else None
     return dict(out, fell=bool(m.get("fell") and stopped is not None and stopped >= push.time),
                 baseline_err_deg=None if base is None else round(base, 3),
@@ -190,7 +194,7 @@ def markdown(rows: list[dict]) -> list[str]:
 
     out = ["", f"Pushes (external forces at the body's centre of mass, kept apart from the residual). 'Back' is "
            f"when the joint error, averaged over {SMOOTH_S:g} s, is within {BACK_DEG:g} deg of its mean over the "
-           f"{BASELINE_S:g} s before the push; the pelvis departure is from its reference path plus the offset it "
+           f"{BASELINE_S:g} s before the push, and stays so for {HOLD_S:g} s; the pelvis departure is from its reference path plus the offset it "
            f"had over the {OFFSET_S:g} s before.", "",
            "| start (s) | force (N) | seconds | body | fell | joint error before / peak / 3 s after (deg) "
            "| pelvis off its path (cm) | back after (s) |", "|---|---|---|---|---|---|---|---|"]

@@ -29,11 +29,14 @@ def _by_group(ax, t, values, lw: float, ylabel: str) -> None:
 
 
 def _finish(axes, take) -> None:
-    """Time axis, grid and clip switches on stacked axes; a red line where the take stopped."""
+    """Time axis, grid, clip switches and pushes (shaded) on stacked axes; a red line
+    where the take stopped."""
     axes[-1].set_xlabel("time (s)")
     for ax in axes:
         ax.grid(alpha=0.25)
         _segments(ax, take)
+        for p in take.meta.get("pushes") or []:
+            ax.axvspan(p["time"], p["time"] + max(p["seconds"], 0.05), color="#ff7f0e", alpha=0.3, lw=0)
     if take.meta.get("fell") or take.meta.get("diverged"):
         t = take.times[-1]
         axes[0].axvline(t, color="r", lw=1.2)

@@ -108,8 +108,9 @@ def _fake_take(times, err, fell_at=None):
 
 def test_recovery_figures_on_a_known_error_curve():
     """Joint error 4 deg before a push at 5 s (0.2 s), 14 deg at its end, falling linearly
-    to 4 deg at 7.2 s: back (within 2 deg, 0.5 s mean) once the half-second window's mean
-    is <= 6 deg, i.e. a window starting at 6.55 s (mean at its centre 6.8 s is 6 deg)."""
+    to 4 deg at 7.2 s: back (within 2 deg, 0.5 s mean, for 1 s) once the half-second
+    window's mean is <= 6 deg, i.e. a window starting at 6.55 s (its centre, 6.8 s, is at
+    6 deg). An error that rises only after the push ends is not back at its end."""
     t = np.arange(0, 12 + 1e-9, 1 / 30)
     err = np.where(t < 5.0, 4.0, np.where(t < 5.2, 14.0, np.clip(14.0 - (t - 5.2) * 5.0, 4.0, None)))
     r = recovery(_fake_take(t, err), Push(5.0, (120.0, 0, 0), 0.2))
@@ -120,6 +121,11 @@ def test_recovery_figures_on_a_known_error_curve():
     assert r["back_within_3s"] == bool(after <= 4.0 + BACK_DEG) and not r["fell"]
     stuck = recovery(_fake_take(t, np.where(t < 5.0, 4.0, 14.0), fell_at=9.0), Push(5.0, (120.0, 0, 0), 0.2))
     assert stuck["recovered_after_s"] is None and stuck["fell"] and stuck["back_within_3s"] is False
+    # the push shows half a second after it ends, for a second: back when a half-second
+    # window holds at most 3 of its 14 deg frames (mean 6 deg), from 6.4 s
+    late = np.where((t >= 5.5) & (t < 6.5), 14.0, 4.0)
+    assert recovery(_fake_take(t, late), Push(5.0, (120.0, 0, 0), 0.2))["recovered_after_s"] == pytest.approx(
+        6.4 - 5.2, abs=1.5 / 30)
     early = recovery(_fake_take(t[:60], err[:60], fell_at=2.0), Push(5.0, (120.0, 0, 0), 0.2))
     assert not early["reached"] and not early["fell"]
 
