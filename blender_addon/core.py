@@ -293,6 +293,15 @@ def tiring_note(take) -> str:
     return "tiring (3CC-r): " + ", ".join(f"{g.replace('_', ' ')} spent after ~{t:.0f} s" for t, g in sorted(soon))
 
 
+def calibration_note(take) -> str:
+    """The calibration poses skipped at the start of the take's clips, e.g. 'skipped a T-pose
+    at the start of walk.bvh (1 frame)', or ''."""
+    parts = [f"skipped {'an' if c['calibration']['pose'] == 'A-pose' else 'a'} {c['calibration']['pose']} at the start "
+             f"of {Path(c['source']).name} ({c['calibration']['frames']} frame{'s' if c['calibration']['frames'] > 1 else ''})"
+             for c in take.meta.get("clips", []) if (c.get("calibration") or {}).get("skipped")]
+    return "; ".join(parts)
+
+
 def push_note(take) -> str:
     """How the character came through each push (engine.push), e.g. 'push at 2 s: back
     after 0.8 s', or ''."""

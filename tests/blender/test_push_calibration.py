@@ -43,6 +43,7 @@ def test_panel_settings_reach_the_take(sinew, fresh, calibrated):
     assert [(p.time, p.body) for p in job.pushes] == [(0.3, "Pelvis"), (0.5, "Torso")]
     assert bpy.ops.sinew.simulate() == {"FINISHED"}
     assert "push at 0.3 s: " in s.last_report and "push at 0.5 s: " in s.last_report
+    assert f"skipped a T-pose at the start of {calibrated.name} (1 frame)" in s.last_report
 
 
 def test_batch_script_pushes_and_keeps_calibration(sinew, fresh, tmp_path, calibrated):
