@@ -66,22 +66,34 @@ def parse_push(spec: str) -> Push:
     return Push(_number(parts[0], "start time", spec), force, _number(parts[2], "duration", spec), body or DEFAULT_BODY)
 
 
+def _as_push(p) -> Push:
+    """A Push from a Push, a spec string or a dict like Push.as_dict()."""
+    if isinstance(p, Push):
+        return p
+    if isinstance(p, str):
+        return parse_push(p)
+    try:
+        force = tuple(float(x) for x in p["force"])
+        return Push(float(p["time"]), force, float(p["seconds"]), str(p.get("body", DEFAULT_BODY)))
+    except (TypeError, KeyError, ValueError, AttributeError):
+        raise ParameterError("--push", f"{p!r}: expected {SYNTAX} or a dict with time, force (3 numbers), "
+                             "seconds and optionally body") from None
+
+
 def check_pushes(pushes, rig, seconds: float | None = None) -> list[Push]:
     """Pushes (Push, spec strings or dicts like Push.as_dict) checked before any work:
     finite numbers, a start >= 0 and a duration > 0, a body the rig has (the error lists
     them), and the window inside the take's `seconds` when given."""
     out = []
     for p in pushes or []:
-        if isinstance(p, str):
-            p = parse_push(p)
-        elif isinstance(p, dict):
-            p = Push(float(p["time"]), tuple(p["force"]), float(p["seconds"]), str(p.get("body", DEFAULT_BODY)))
+        p = _as_push(p)
         where = f"push at {p.time:g} s"
         f = np.asarray(p.force, dtype=float)
         if f.shape != (3,) or not np.all(np.isfinite(f)) or not np.isfinite(p.time) or not np.isfinite(p.seconds):
             raise ParameterError("--push", f"{where}: time, force (3 components) and duration must be finite numbers")
         if p.time < 0 or p.seconds <= 0:
-            raise ParameterError("--push", f"{where}: needs a start >= 0 s and a duration > 0 s, got {p.seconds:g} s")
+            raise ParameterError("--push", f"{where}: needs a start >= 0 s and a duration > 0 s, got a start at "
+                                 f"{p.time:g} s lasting {p.seconds:g} s")
         if p.body not in rig.body_names:
             raise ParameterError("--push", f"{where}: no body {p.body!r} in rig '{rig.name}'; bodies: "
                                  + ", ".join(rig.body_names))
@@ -166,8 +178,7 @@ def recovery(take, push: Push) -> dict:
 
 def recoveries(take) -> list[dict]:
     """recovery() of every push in the take's meta (an empty list without pushes)."""
-    return [recovery(take, Push(p["time"], tuple(p["force"]), p["seconds"], p["body"]))
-            for p in take.meta.get("pushes") or []]
+    return [recovery(take, _as_push(p)) for p in take.meta.get("pushes") or []]
 
 
 def describe(r: dict) -> str:

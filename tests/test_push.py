@@ -39,6 +39,11 @@ def test_pushes_are_checked_against_the_rig_and_the_take(rig):
         check_pushes([Push(-1.0, (1.0, 0, 0), 0.2)], rig)
     with pytest.raises(ParameterError, match="finite"):
         check_pushes([Push(1.0, (np.inf, 0, 0), 0.2)], rig)
+    for bad, says in (((1.0, (1, 0, 0), 0.2), "expected TIME:FX,FY,FZ:SECONDS"),
+                      (dict(time=1, seconds=0.2), "expected TIME:FX,FY,FZ:SECONDS"),
+                      (dict(time=1, force=[1, 0], seconds=0.2), r"force \(3 components\)")):
+        with pytest.raises(ParameterError, match=says):
+            check_pushes([bad], rig)
     ok = check_pushes(["1:10,0,0:0.2", Push(2.0, (0, 5, 0), 0.1, "Head"), dict(time=3, force=[1, 2, 3], seconds=1)],
                       rig, 4.0)
     assert [p.body for p in ok] == ["Pelvis", "Head", "Pelvis"]
