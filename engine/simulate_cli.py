@@ -26,7 +26,8 @@ facing at the start of the bundled clips, z up) from TIME for SECONDS. The repor
 how it recovered: its joint error before, at its peak and after, how far the pelvis went
 off its path, whether it fell, and when the gait was back (joint error within 2 deg of
 the 3 s before the push). A calibration pose at the start of a BVH clip (T- or A-pose
-frames that jump to the motion) is skipped and said so; --keep-calibration keeps it.
+frames that jump or ease into the motion) is skipped and said so; --keep-calibration
+keeps it.
 
 --controller policy follows the chained clips through the policy's posterior, with the
 muscles alone (no residual: a policy that has not learnt balance falls, and the take

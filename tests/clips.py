@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.motion import SourceMotion, SourceSkeleton, read_bvh, write_bvh
-from engine.transforms import MIRROR_X, quat_conjugate, quat_multiply
+from engine.transforms import MIRROR_X, quat_conjugate, quat_multiply, quat_slerp
 
 MOTION_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "mass" / "motion"
 NAME_STYLES = ("mass", "mixamo", "cmu")
@@ -64,6 +64,16 @@ def resample(m: SourceMotion, fps: float) -> SourceMotion:
     return m.resample(fps)
 
 
+def loop(m: SourceMotion, cycles: int) -> SourceMotion:
+    """A cycle played `cycles` times in a row, each moved on by the cycle's horizontal travel
+    (plus one frame's step), as a longer capture of the same gait would be."""
+    step = m.root_translation[-1] - m.root_translation[0] + (m.root_translation[-1] - m.root_translation[-2])
+    step[2] = 0.0
+    T = np.concatenate([m.root_translation + k * step for k in range(cycles)])
+    local = None if m.local_translations is None else np.tile(m.local_translations, (cycles, 1, 1))
+    return SourceMotion(m.skeleton, np.tile(m.rotations, (cycles, 1, 1)), T, m.frame_time, local)
+
+
 def mirror(m: SourceMotion) -> SourceMotion:
     """Left and right swapped: every pose reflected through the plane x = 0 (a rotation R
     becomes M R M, quaternion (w, x, -y, -z)), then Left/Right names exchanged so the bone
@@ -107,27 +117,33 @@ def calibration_pose(m: SourceMotion, kind: str = "T") -> tuple[np.ndarray, np.n
     return rot, root
 
 
-def insert_pose(m: SourceMotion, kind: str = "T", frames: int = 1) -> SourceMotion:
-    """m with `frames` calibration frames (calibration_pose) put before its first frame."""
+def insert_pose(m: SourceMotion, kind: str = "T", frames: int = 1, ease: int = 0) -> SourceMotion:
+    """m with `frames` calibration frames (calibration_pose) put before its first frame, and
+    then `ease` frames moving smoothly from that pose to the first (slerp, smoothstep)."""
     rot, root = calibration_pose(m, kind)
-    R = np.concatenate([np.repeat(rot[None], frames, 0), m.rotations])
-    T = np.concatenate([np.repeat(root[None], frames, 0), m.root_translation])
+    w = np.arange(1, ease + 1) / (ease + 1)
+    w = (w * w * (3 - 2 * w))[:, None]
+    R = [np.repeat(rot[None], frames, 0), quat_slerp(np.repeat(rot[None], ease, 0), m.rotations[:1], w),
+         m.rotations]
+    T = [np.repeat(root[None], frames, 0), root + w * (m.root_translation[:1] - root), m.root_translation]
     local = m.local_translations
     if local is not None:
-        local = np.concatenate([np.repeat(local[:1], frames, 0), local])
-    return SourceMotion(m.skeleton, R, T, m.frame_time, local)
+        local = np.concatenate([np.repeat(local[:1], frames + ease, 0), local])
+    return SourceMotion(m.skeleton, np.concatenate(R), np.concatenate(T), m.frame_time, local)
 
 
 def variant(clip: str = "walk", names: str = "mass", fps: float | None = None, mirrored: bool = False,
-            pose: str | None = None, pose_frames: int = 1) -> SourceMotion:
-    """A bundled clip renamed, resampled, mirrored and with a calibration pose, in that order."""
-    m = rename(bundled(clip), names)
+            pose: str | None = None, pose_frames: int = 1, ease: int = 0, cycles: int = 1) -> SourceMotion:
+    """A bundled clip looped `cycles` times, renamed, resampled, mirrored and with a
+    calibration pose (held for pose_frames, then easing into the motion over `ease`
+    frames), in that order."""
+    m = rename(loop(bundled(clip), cycles) if cycles > 1 else bundled(clip), names)
     if fps is not None:
         m = resample(m, fps)
     if mirrored:
         m = mirror(m)
     if pose is not None:
-        m = insert_pose(m, pose, pose_frames)
+        m = insert_pose(m, pose, pose_frames, ease)
     return m
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engine.motion import Retargeter, read_bvh, retarget
-from engine.motion.calibration import detect_calibration, skip_frames
+from engine.motion.calibration import describe, detect_calibration, skip_frames
 
 from . import clips
 
@@ -17,7 +17,8 @@ VARIANTS = [dict(clip=c, names=n, fps=f, mirrored=m)
 
 
 def _ids(kw):
-    return "-".join(f"{v}" for v in kw.values() if v not in (None, False)) + ("-mirrored" if kw.get("mirrored") else "")
+    return "-".join(f"{v}" for k, v in kw.items() if v not in (None, False) and k != "mirrored") + (
+        "-mirrored" if kw.get("mirrored") else "")
 
 
 def _found(rig, motion):
@@ -54,6 +55,26 @@ def test_inserted_calibration_frames_are_found(rig, kw, pose, frames):
     assert cal.frames == frames
     assert cal.pose == f"{pose}-pose"
     assert cal.jump_deg >= 2.5 * cal.ordinary_deg
+
+
+@pytest.mark.parametrize("kw", [dict(clip=c, names=n, fps=f, cycles=4)
+                                for c, n, f in itertools.product(("walk", "run"), ("mixamo", "cmu"), (None, 24, 30, 60))],
+                         ids=_ids)
+def test_no_calibration_in_longer_clips_without_one(rig, kw):
+    assert _found(rig, clips.variant(**kw)).frames == 0
+
+
+@pytest.mark.parametrize("pose,frames,ease", [("T", 1, 8), ("T", 10, 30), ("A", 1, 30), ("A", 10, 8)])
+@pytest.mark.parametrize("kw", [dict(clip=c, names="cmu", fps=f, cycles=4, mirrored=m)
+                                for c, f, m in itertools.product(("walk", "run"), (None, 30), (False, True))], ids=_ids)
+def test_a_pose_easing_into_the_motion_is_found(rig, kw, pose, frames, ease):
+    """No jump: the pose is held, then eases into the first motion frame over `ease`
+    frames. The held frames and the easing up to where it nears the motion go; the
+    rest of the easing stays (it joins the motion smoothly)."""
+    cal = _found(rig, clips.variant(**kw, pose=pose, pose_frames=frames, ease=ease))
+    assert cal.eased and frames <= cal.frames <= frames + ease and cal.pose == f"{pose}-pose"
+    line = describe(cal.meta(skipped=True))
+    assert line.startswith(f"skipped {cal.frames} frames") and "easing into the motion" in line
 
 
 @pytest.mark.parametrize("clip", ["walk", "run"])

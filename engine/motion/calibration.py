@@ -11,6 +11,10 @@ rate, under any bone names:
 - distance: no frame of the motion after the cut comes back near the skipped poses (the
   nearest is at least FAR_SHARE of the jump away), so the cut is not a fast move.
 
+A T- or A-pose that eases into the motion instead (no jump) is found by its first frame
+alone: far from the whole second half of the clip; the frames up to where the easing
+comes near the motion are skipped (_ease_rule).
+
 Pose change is the root-mean-square over the bones of each bone's local rotation angle
 (2 acos |<q_a, q_b>|). The cut is searched in the first MAX_SECONDS, leaving at least
 MIN_MOTION_S and MIN_MOTION_FRAMES of motion; the last qualifying cut wins (a T-pose then an A-pose both go). The skipped
@@ -30,6 +34,7 @@ JUMP_FACTOR = 2.5  # times the ordinary frame-to-frame change
 FAR_SHARE = 0.5  # the motion's nearest frame to a skipped pose, as a share of the jump
 MAX_SECONDS = 10.0  # a calibration is looked for this far into the clip
 MIN_MOTION_S, MIN_MOTION_FRAMES = 0.5, 8  # and leaves at least this much motion after it
+EASE_SAMPLES = 2000  # frames of the clip's second half the easing rule compares with, at most
 T_POSE_DEG, A_POSE_DEG = 25.0, 65.0  # upper-arm angle below horizontal: T within 25, A 25..65
 
 
@@ -45,6 +50,7 @@ class Calibration:
     jump_deg: float = 0.0
     ordinary_deg: float = 0.0
     distance_deg: float = 0.0
+    eased: bool = False  # found by the easing rule (no jump: cut where it nears the motion)
 
     @property
     def seconds(self) -> float:
@@ -56,7 +62,7 @@ class Calibration:
             return None
         return dict(frames=self.frames, seconds=round(self.seconds, 4), source_fps=round(self.fps, 6),
                     pose=self.pose, jump_deg=round(self.jump_deg, 2), ordinary_deg=round(self.ordinary_deg, 2),
-                    distance_deg=round(self.distance_deg, 2), skipped=bool(skipped))
+                    distance_deg=round(self.distance_deg, 2), eased=self.eased, skipped=bool(skipped))
 
 
 def _angles_deg(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -104,17 +110,22 @@ def detect_calibration(motion: SourceMotion, bones=None, arms=()) -> Calibration
 
     bones: source bone indices to compare (default all; a retarget passes the mapped ones,
     so fingers and helper bones do not count); arms: [(upper-arm bone, forearm bone)] used
-    to name the pose.
+    to name the pose (and needed by the easing rule).
     """
     F = motion.num_frames
-    none = Calibration(0, motion.fps)
     if F <= MIN_MOTION_FRAMES:
-        return none
+        return Calibration(0, motion.fps)
     R = motion.rotations if bones is None else motion.rotations[:, np.asarray(bones, int)]
     d = pose_change_deg(R)  # d[t]: frame t -> t + 1
     last = min(F - max(MIN_MOTION_FRAMES, int(np.ceil(MIN_MOTION_S * motion.fps))), int(MAX_SECONDS * motion.fps) + 1)
+    cal = _jump_rule(motion, R, d, last, arms)
+    return cal if cal.frames else _ease_rule(motion, R, d, last, arms)
+
+
+def _jump_rule(motion: SourceMotion, R: np.ndarray, d: np.ndarray, last: int, arms) -> Calibration:
+    """The last cut k <= last with a jump into frame k and no motion frame near the poses before."""
     for k in np.flatnonzero(d[:last] >= JUMP_MIN_DEG)[::-1] + 1:  # cut before frame k, last first
-        ordinary = float(np.percentile(d[k:], 90)) if k < F - 1 else 0.0
+        ordinary = float(np.percentile(d[k:], 90)) if k < len(R) - 1 else 0.0
         jump = float(d[k - 1])
         if jump < JUMP_FACTOR * ordinary:
             continue
@@ -123,7 +134,31 @@ def detect_calibration(motion: SourceMotion, bones=None, arms=()) -> Calibration
         if near < FAR_SHARE * jump:
             continue
         return Calibration(int(k), motion.fps, _pose_name(motion, k - 1, arms), jump, ordinary, near)
-    return none
+    return Calibration(0, motion.fps)
+
+
+def _ease_rule(motion: SourceMotion, R: np.ndarray, d: np.ndarray, last: int, arms) -> Calibration:
+    """A T- or A-pose on the first frame that eases into the motion without a jump: the
+    first frame is at least max(JUMP_MIN_DEG, JUMP_FACTOR x ordinary) from every frame of
+    the clip's second half (the motion), and the cut falls at the first frame within half
+    that of it (the rest of the easing is kept: it no longer jumps)."""
+    pose = _pose_name(motion, 0, arms) if arms else "pose"
+    if pose == "pose":
+        return Calibration(0, motion.fps)
+    half = len(R) // 2
+    rest = R[half:][::max(1, (len(R) - half) // EASE_SAMPLES)]
+    ordinary = float(np.percentile(d[half:], 90))
+    far = max(JUMP_MIN_DEG, JUMP_FACTOR * ordinary)
+    distance = float(pose_distance_deg(R[:1, None], rest[None]).min())
+    if distance < far:
+        return Calibration(0, motion.fps)
+    for i0 in range(1, last + 1, 64):
+        near = pose_distance_deg(R[i0:min(i0 + 64, last + 1), None], rest[None]).min(1)
+        hit = np.flatnonzero(near <= far / 2)
+        if hit.size:
+            k = i0 + int(hit[0])
+            return Calibration(k, motion.fps, pose, float(d[k - 1]), ordinary, distance, eased=True)
+    return Calibration(0, motion.fps)
 
 
 def skip_frames(motion: SourceMotion, frames: int) -> SourceMotion:
@@ -139,9 +174,10 @@ def describe(cal: dict | None, flag: str = "--keep-calibration") -> str:
     """One line on a reference's meta['calibration'] for the command line, or ''."""
     if not cal:
         return ""
+    join = ("easing into the motion" if cal.get("eased") else
+            f"joined to the motion by a {cal['jump_deg']:.0f} deg jump")
     what = (f"{cal['frames']} frame{'s' if cal['frames'] != 1 else ''} ({cal['seconds']:.2f} s) of "
-            f"{'an' if cal['pose'] == 'A-pose' else 'a'} {cal['pose']} at the start, joined to the motion "
-            f"by a {cal['jump_deg']:.0f} deg jump")
+            f"{'an' if cal['pose'] == 'A-pose' else 'a'} {cal['pose']} at the start, {join}")
     if cal["skipped"]:
         return f"skipped {what}; {flag} keeps them"
     return f"kept {what} ({flag})"

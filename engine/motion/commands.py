@@ -19,7 +19,8 @@ EPILOG_RETARGET = """examples:
   sinew retarget cmu_walk.bvh --keep-calibration                  # keep its opening T-pose
 
 A calibration pose at the start (T- or A-pose frames joined to the motion by a jump far
-above the clip's ordinary frame-to-frame change) is skipped, and the output says so.
+above the clip's ordinary frame-to-frame change, or easing into it) is skipped, and the
+output says so.
 
 presets: mass (Character1_*), mixamo (mixamorig:*), rigify (DEF-*), unreal (pelvis, thigh_l,
 ...), cmu (Hips, LeftUpLeg, ...), smpl (pelvis, left_hip, ...). Without --preset every preset
