@@ -158,3 +158,26 @@ def test_cli_push_errors_are_one_line_and_the_report_says_how_it_recovered(tmp_p
     # the report opens with the fall and the residual, and sets the gait early against late
     assert md.splitlines()[2] == "- Fell: no" and md.splitlines()[3].startswith("- Root residual: strength 1: mean ")
     assert "| cadence (steps/min) |" in md and "| M_F, right leg |" in md and "gait        first " in cap.err
+
+
+def test_sinew_bake_passes_pushes_and_keep_calibration_to_the_batch_script(tmp_path, monkeypatch, capsys):
+    from engine import bake_command
+
+    seen = {}
+
+    def fake_run(cmd, **kw):
+        seen["cmd"] = cmd
+        return SimpleNamespace(returncode=0, stdout='{"frames": 3, "action": "A", "out": "o.blend"}\n', stderr="")
+
+    monkeypatch.setattr(bake_command.subprocess, "run", fake_run)
+    ap = argparse.ArgumentParser()
+    bake_command.add_bake_parser(ap.add_subparsers(dest="command"))
+    scene = tmp_path / "s.blend"
+    scene.write_bytes(b"BLENDER")
+    args = ap.parse_args(["bake", str(scene), "--armature", "A", "--clip", "walk.bvh:2", "--out", "o.blend",
+                          "--push", "0.5:0,-120,0:0.2", "--push", "1:10,0,0:0.1:Torso", "--keep-calibration",
+                          "--blender", "/usr/bin/blender"])
+    assert args.func(args) == 0
+    tail = seen["cmd"][seen["cmd"].index("--") + 1:]
+    assert tail.count("--push") == 2 and "0.5:0,-120,0:0.2" in tail and "1:10,0,0:0.1:Torso" in tail
+    assert "--keep-calibration" in tail
