@@ -138,8 +138,9 @@ def _change(early, late):
 
 def gait_summary(rig, times, body_pos, body_quat, q) -> dict:
     """Early (first EARLY_S) and late (last LATE_S) METRICS, their relative change
-    (late - early) / |early|, and which of PACE changed most (None when none could be
-    measured). Windows overlap in takes shorter than EARLY_S + LATE_S (`overlap` says so)."""
+    (late - early) / |early|, which of PACE changed most and which fell most (None when
+    none could be measured, or none fell). Windows overlap in takes shorter than
+    EARLY_S + LATE_S (`overlap` says so)."""
     times = np.asarray(times, float)
     t0, t1 = float(times[0]), float(times[-1])
     steps = touchdowns(foot_contacts(rig, times, body_pos, body_quat))
@@ -148,8 +149,10 @@ def gait_summary(rig, times, body_pos, body_quat, q) -> dict:
     change = {k: _change(early[k], late[k]) for k in METRICS}
     pace = [k for k in PACE if change[k] is not None]
     most = max(pace, key=lambda k: abs(change[k])) if pace else None
+    fell = min(pace, key=lambda k: change[k]) if pace else None
+    fell = fell if fell is not None and change[fell] < 0 else None
     r = lambda d: {k: None if v is None else round(v, 4) for k, v in d.items()}  # noqa: E731
-    return dict(early=r(early), late=r(late), change=r(change), most_changed=most,
+    return dict(early=r(early), late=r(late), change=r(change), most_changed=most, fell_most=fell,
                 early_s=[t0, min(t0 + EARLY_S, t1)], late_s=[max(t1 - LATE_S, t0), t1],
                 overlap=bool(t1 - t0 < EARLY_S + LATE_S), steps=int(sum(len(s) for s in steps)))
 
@@ -193,8 +196,9 @@ def describe(g: dict) -> str:
     changed most."""
     parts = [f"{_LABELS[k][0]} {_value(k, g['early'][k])} -> {_value(k, g['late'][k])} {_LABELS[k][1]} "
              f"({_pct(g['change'][k])})" for k in METRICS]
-    most = g["most_changed"]
+    most, fell = g["most_changed"], g.get("fell_most")
     tail = f"; changed most: {_LABELS[most][0]}" if most else ""
+    tail += f"; fell most: {_LABELS[fell][0]}" if fell and fell != most else ""
     return (f"first {g['early_s'][1] - g['early_s'][0]:g} s -> last {g['late_s'][1] - g['late_s'][0]:g} s: "
             + ", ".join(parts) + tail)
 
@@ -212,7 +216,9 @@ def markdown(g: dict) -> list[str]:
     for name in g.get("MF_early", {}):
         e, l = g["MF_early"][name], g["MF_late"][name]
         out.append(f"| M_F, {name.replace('_', ' ')} | {e:.3f} | {l:.3f} | {l - e:+.3f} |")
-    if g["most_changed"]:
-        out += ["", f"Of speed, cadence and stride, the **{_LABELS[g['most_changed']][0]}** changed most "
-                f"({_pct(g['change'][g['most_changed']])})."]
+    most, fell = g["most_changed"], g.get("fell_most")
+    if most:
+        out += ["", f"Of speed, cadence and stride, the **{_LABELS[most][0]}** changed most ({_pct(g['change'][most])})"
+                + (f"; the **{_LABELS[fell][0]}** fell most ({_pct(g['change'][fell])})." if fell and fell != most
+                   else ".")]
     return out

@@ -85,7 +85,7 @@ def test_a_walk_that_slows_down_is_reported_slowing(rig, walks):
     assert g["change"]["cadence_spm"] == pytest.approx(-0.2, abs=0.02)
     assert g["change"]["forward_speed_mps"] == pytest.approx(-0.2, abs=0.03)
     assert abs(g["change"]["stride_m"]) < 0.03
-    assert g["most_changed"] in ("cadence_spm", "forward_speed_mps")
+    assert g["most_changed"] in ("cadence_spm", "forward_speed_mps") and g["fell_most"] in ("cadence_spm", "forward_speed_mps")
     assert g["early_s"] == [0.0, 5.0] and g["late_s"][0] == pytest.approx(rec.times[-1] - 10.0)
 
 
