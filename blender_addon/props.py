@@ -90,6 +90,15 @@ class SINEW_PG_scene(bpy.types.PropertyGroup):
     residual: FloatProperty(name="Residual", default=1.0, min=0.0, soft_max=2.0,
                             description="Root residual strength in body weights (0 = none)")
     seed: IntProperty(name="Seed", default=0, min=0)
+    keep_calibration: BoolProperty(
+        name="Keep calibration pose", default=False,
+        description="Keep T- or A-pose frames at the start of the clip that jump to the motion "
+                    "(by default they are found and skipped)")
+    pushes: StringProperty(
+        name="Pushes", default="",
+        description="Shoves during the take, TIME:FX,FY,FZ:SECONDS[:BODY] separated by spaces or ';': "
+                    "a world-frame force in newtons at the body's centre of mass (default the pelvis) from "
+                    "TIME for SECONDS, e.g. 2:0,-120,0:0.2")
     frame_start: IntProperty(name="Start frame", default=1)
     use_scene_start: BoolProperty(name="Scene start", default=True)
     last_report: StringProperty(default="")
