@@ -8,6 +8,7 @@ import numpy as np
 
 from .plots import _pyplot, save
 from .rig import GROUPS
+from .take import is_partial
 
 _COLOURS = {"trunk": "#7f7f7f", "right_leg": "#d62728", "left_leg": "#ff9896", "right_arm": "#1f77b4",
             "left_arm": "#aec7e8"}
@@ -61,7 +62,7 @@ def fatigue_by_group(path, take, rig) -> Path:
     for ax in axes:
         ax.grid(alpha=0.25)
         _segments(ax, take)
-    if take.meta.get("fell") or take.meta.get("diverged"):
+    if is_partial(take.meta):
         axes[0].axvline(t[-1], color="r", lw=1.2)
         axes[0].text(t[-1], 0.5, " stopped", color="r", transform=axes[0].get_xaxis_transform(), fontsize=8)
     axes[0].set_title(f"Fatigue by muscle group (fatigue scale {take.meta['fatigue']['scale']:g})", fontsize=9, pad=14)
