@@ -88,5 +88,7 @@ def check_out_file(path, option: str = "--out") -> Path:
     p = Path(path)
     if p.is_dir():
         raise OutputPathError(p, f"is a folder; give {option} a file name")
-    check_out_dir(p.parent if str(p.parent) else Path("."), option)
+    if p.parent.exists() and not p.parent.is_dir():
+        raise OutputPathError(p, f"cannot write here: {p.parent} is a file, not a folder")
+    check_out_dir(p.parent, option)
     return p

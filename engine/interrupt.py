@@ -86,3 +86,23 @@ def stopped_line(command: str, flag: StopFlag, where: str, kept: str) -> str:
     """The one line a command prints when a signal stopped it, e.g. 'sinew simulate: stopped
     by SIGINT at t = 12.30 s of 60.00 s; kept the partial take in out/ (take.npz, ...)'."""
     return f"sinew {command}: stopped by {flag.name} {where}; kept {kept}"
+
+
+@contextmanager
+def forward_signals(proc):
+    """SIGINT and SIGTERM sent to this process go on to the child `proc` for the block (start
+    it with start_new_session=True, so a terminal's Ctrl-C reaches it once, through here)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    previous = {s: signal.signal(s, handler) for s in SIGNALS}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
