@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .engine.errors import InputFileError, ParameterError, SinewError
+from .engine.atomic import write_text
 from .engine.interrupt import StopFlag
 from .engine.motion.presets import MODEL_BODIES, PRESET_NAMES, guess_mapping, match_preset, resolve_mapping
 
@@ -82,7 +83,7 @@ def export_mapping(arm, path) -> Path:
     path = Path(path)
     data = dict(format="sinew-bone-map", version=1, armature=arm.name, source=arm.sinew.map_source,
                 mapping=stored_mapping(arm))
-    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    write_text(path, json.dumps(data, indent=2))
     return path
 
 
