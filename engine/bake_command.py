@@ -91,7 +91,9 @@ def add_bake_parser(subparsers) -> argparse.ArgumentParser:
         "bake", help="simulate a fatigued take and bake it into a .blend (headless Blender)",
         description=__doc__.split("\n\n")[0],
         epilog="examples:\n  sinew bake scene.blend --armature Armature --clip walk.bvh:20 --out out/take.blend\n"
-               "  sinew bake scene.blend --armature Rig --clip action --fatigue-scale 50 --out o.blend --json",
+               "  sinew bake scene.blend --armature Rig --clip action --fatigue-scale 50 --out o.blend --json\n\n"
+               "Ctrl-C (or SIGTERM) stops the simulation at the next step and bakes what was done into\n"
+               "--out; the exit status is then 130 (143 for SIGTERM).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scene", help="the .blend holding the armature")
     p.add_argument("--armature", required=True, help="name of the armature object to bake onto")

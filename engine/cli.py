@@ -96,6 +96,9 @@ EPILOG_ARM = """examples:
   sinew arm-hold --out arm_hold/
   sinew arm-hold --backend ode --hold 60 --rest 30 --rehold 30 --json
   sinew arm-hold --fatigue-scale 0      # no fatigue: the arms stay up
+
+Ctrl-C (or SIGTERM) stops at the next step and writes the run so far (partial: true in
+arm_hold.json); the exit status is then 130 (143 for SIGTERM).
 """
 
 

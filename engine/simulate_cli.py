@@ -30,6 +30,9 @@ Before simulating, each clip is solved along its reference with the muscles free
 fatigue): the report says how much joint torque it asks beyond the muscles and how much
 root help beyond its foot contacts, and flags a clip beyond this body (the bundled sprint
 is; the walk is not): such a take leans on --residual, or falls without it.
+
+Ctrl-C (or SIGTERM) stops at the next step and writes the take so far, marked partial in
+take.npz and the report; the exit status is then 130 (143 for SIGTERM).
 """
 
 

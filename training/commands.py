@@ -19,6 +19,8 @@ EPILOG_TRAIN = """examples:
 
 --config takes a TOML path or a name from training/configs (tiny, walk_cpu, paper, heading).
 The run folder gets checkpoint.pt, log.csv, learning_curve.png and config.json.
+Ctrl-C (or SIGTERM) stops after the iteration under way and saves the checkpoint, which
+--resume continues; the exit status is then 130 (143 for SIGTERM).
 """
 
 EPILOG_EXPORT = """examples:
