@@ -84,8 +84,10 @@ def main() -> None:
         ts = time.perf_counter()
         load_take(path)
         load_s = time.perf_counter() - ts
-    half = [rss for f, _, rss in samples if f >= 0.5]
-    growth = (rss_end - half[0]) / max(T / 2 / 60, 1e-9) if half else float("nan")  # MB per simulated minute
+    # while simulating (the samples), not after: stacking the recorded frames copies them once
+    half = [(f, rss) for f, _, rss in samples if f >= 0.5]
+    minutes = (samples[-1][0] - half[0][0]) * T / 60 if half else 0.0
+    growth = (samples[-1][2] - half[0][1]) / minutes if minutes > 0 else float("nan")  # MB per simulated minute
     s = dict(
         seconds=round(T, 2), planned_seconds=args.seconds, fell=take.meta["fell"], diverged=take.meta["diverged"],
         wall_s=round(wall, 1), realtime_factor=round(T / wall, 3), frames=take.num_frames,
@@ -94,7 +96,8 @@ def main() -> None:
         root_err_cm_first=round(float(take.root_err_cm[(t > 0) & (t <= window)].mean()), 3) if first.size else None,
         root_err_cm_last=round(float(take.root_err_cm[t >= T - window].mean()), 3) if last.size else None,
         MF_final_by_group=take.meta["summary"]["MF_final_by_group"],
-        rss_start_mb=round(rss0, 1), rss_end_mb=round(rss_end, 1), peak_rss_mb=round(peak_mb(), 1),
+        rss_start_mb=round(rss0, 1), rss_last_step_mb=round(samples[-1][2], 1) if samples else None,
+        rss_end_mb=round(rss_end, 1), peak_rss_mb=round(peak_mb(), 1),
         rss_growth_mb_per_min_second_half=round(growth, 2),
         recorded_mb_per_min=round(sum(getattr(take, k).nbytes for k in ARRAYS) / 2**20 / max(T / 60, 1e-9), 2),
         take_file_mb=round(size_mb, 2), save_s=round(save_s, 2), load_s=round(load_s, 2),
@@ -104,9 +107,10 @@ def main() -> None:
           + ("; FELL" if s["fell"] else "") + ("; DIVERGED" if s["diverged"] else ""))
     print(f"  joint error   first {window:g} s {s['joint_err_deg_first']} deg, last {window:g} s "
           f"{s['joint_err_deg_last']} deg (root {s['root_err_cm_first']} -> {s['root_err_cm_last']} cm)")
-    print(f"  memory        RSS {s['rss_start_mb']} MB before, {s['rss_end_mb']} MB after, peak {s['peak_rss_mb']} MB; "
-          f"second half grows {s['rss_growth_mb_per_min_second_half']} MB per simulated minute "
-          f"(the recorded frames: {s['recorded_mb_per_min']} MB per minute)")
+    print(f"  memory        RSS {s['rss_start_mb']} MB before, {s['rss_last_step_mb']} MB at the last step, "
+          f"{s['rss_end_mb']} MB with the take built, peak {s['peak_rss_mb']} MB; in the second half it grows "
+          f"{s['rss_growth_mb_per_min_second_half']} MB per simulated minute (the recorded frames: "
+          f"{s['recorded_mb_per_min']} MB per minute)")
     print(f"  take file     {s['take_file_mb']} MB (saved in {s['save_s']} s, loaded in {s['load_s']} s)")
     print("  M_F final     " + ", ".join(f"{g} {v:.3f}" for g, v in s["MF_final_by_group"].items()))
     if args.json:
