@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 
 def parser() -> argparse.ArgumentParser:
@@ -46,16 +47,26 @@ def parser() -> argparse.ArgumentParser:
 
 
 def run(argv) -> int:
+    from .engine.interrupt import stop_on_signals
+
+    with stop_on_signals() as stop:  # Ctrl-C / SIGTERM: stop at the next step, bake what was done
+        return _run(argv, stop)
+
+
+def _run(argv, stop) -> int:
     import bpy
 
     from . import core
+    from .engine.atomic import atomic_path, check_out_file
     from .engine.control.plan import parse_clip_arg
     from .engine.errors import SinewError
+    from .engine.interrupt import stopped_line
     from .engine.take import check_residual
 
     args = parser().parse_args(argv)
     t0 = time.perf_counter()
     try:
+        out = check_out_file(Path(args.out).resolve())
         if args.scene:
             bpy.ops.wm.open_mainfile(filepath=args.scene)
         arm = bpy.data.objects.get(args.armature)
@@ -73,17 +84,16 @@ def run(argv) -> int:
                                       r=args.r, residual=residual, seed=args.seed,
                                       repetitions=args.repetitions, keep_calibration=args.keep_calibration,
                                       pushes=args.push)
-        take = job.run()
+        job.stop = stop
+        take = job.run(keep_partial=True)
         sim_s = time.perf_counter() - t0
         start = args.frame_start if args.frame_start is not None else context.scene.frame_start
         info = core.bake_take(context, arm, take, start)
         scene = context.scene
         scene.frame_end = max(scene.frame_end, info["frame_end"])
-        from pathlib import Path
-
-        out = Path(args.out).resolve()
-        out.parent.mkdir(parents=True, exist_ok=True)
-        bpy.ops.wm.save_as_mainfile(filepath=str(out), check_existing=False)
+        with atomic_path(out) as tmp:
+            tmp.unlink()  # Blender would keep the empty placeholder as a .blend1 backup
+            bpy.ops.wm.save_as_mainfile(filepath=str(tmp), check_existing=False, copy=True)
     except SinewError as e:
         print(f"sinew bake: error: {e}", file=sys.stderr)
         return 2
@@ -91,6 +101,15 @@ def run(argv) -> int:
     out_info = dict(action=info["action"], frames=info["frames"], out=str(out), armature=arm.name,
                     frame_start=info["frame_start"], frame_end=info["frame_end"], fps=info["fps"],
                     simulate_s=round(sim_s, 3), bake_s=info["bake_s"], fell=summ.get("fell"),
+                    partial=summ.get("partial"), seconds=summ.get("seconds"),
                     MF_mean_by_group=summ.get("MF_mean_by_group"), pushes=summ.get("pushes", []))
     print(json.dumps(out_info))
+    if stop.requested:
+        m = take.meta
+        where = (f"at t = {m['simulated_seconds']:.2f} s of {m['planned_seconds']:.2f} s" if m["interrupted"]
+                 else "while baking (the take is whole)")
+        print(stopped_line("bake", stop, where, f"the {'partial ' if m['partial'] else ''}take ({info['frames']} "
+                                                f"frames) baked into action '{info['action']}' in {out}"),
+              file=sys.stderr)
+        return stop.exit_code
     return 0

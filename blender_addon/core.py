@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from .engine.errors import InputFileError, ParameterError, SinewError
+from .engine.atomic import write_text
+from .engine.interrupt import StopFlag
 from .engine.motion.presets import MODEL_BODIES, PRESET_NAMES, guess_mapping, match_preset, resolve_mapping
 
 _RIG = None
@@ -104,7 +106,7 @@ def export_mapping(arm, path) -> Path:
     path = Path(path)
     data = dict(format="sinew-bone-map", version=1, armature=arm.name, source=arm.sinew.map_source,
                 mapping=stored_mapping(arm))
-    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    write_text(path, json.dumps(data, indent=2))
     return path
 
 
@@ -230,8 +232,9 @@ class SimulationJob:
     and cancel it. The worker never touches bpy; nothing is written to the scene until
     `bake_take` is called with the finished take, so a cancelled job leaves nothing behind.
 
-    Progress and cancellation go through `simulate(progress=...)`: the callback raises
-    Cancelled once the user has asked to stop.
+    Cancelling sets the job's engine.interrupt.StopFlag, which the simulation reads once per
+    step (the path Ctrl-C takes on the command line): the take stops there, and `run` raises
+    Cancelled, or returns the partial take with keep_partial (the batch script on Ctrl-C).
     """
 
     def __init__(self, clips, fps: int, controller="tracking", fatigue=None, residual=1.0, seed=0,
@@ -242,18 +245,16 @@ class SimulationJob:
         self.fraction = 0.0
         self.take = None
         self.error: BaseException | None = None
-        self._cancel = threading.Event()
+        self.stop = StopFlag()
         self._thread: threading.Thread | None = None
         self.started = self.finished = None
 
     # the work
     def _progress(self, fraction: float) -> None:
         self.fraction = float(min(max(fraction, 0.0), 1.0))
-        if self._cancel.is_set():
-            raise Cancelled("simulation cancelled")
 
-    def run(self):
-        """Run to the end in the calling thread; returns the take (or raises)."""
+    def run(self, keep_partial: bool = False):
+        """Run to the end (or a cancel) in the calling thread; returns the take (or raises)."""
         from .engine import take as take_mod
         from .engine.control.tracking import TrackingParams
 
@@ -266,7 +267,10 @@ class SimulationJob:
         from .runtime import single_blas_thread
 
         with single_blas_thread():
-            self.take = take_mod.simulate(load_model(), self.clips, progress=self._progress, **kwargs)
+            take = take_mod.simulate(load_model(), self.clips, progress=self._progress, stop=self.stop, **kwargs)
+        if self.stop.requested and not keep_partial:
+            raise Cancelled(f"simulation cancelled at t = {take.meta['simulated_seconds']:.2f} s")
+        self.take = take
         self.fraction = 1.0
         self.finished = time.perf_counter()
         return self.take
@@ -283,7 +287,7 @@ class SimulationJob:
         self._thread.start()
 
     def cancel(self, wait: bool = True) -> None:
-        self._cancel.set()
+        self.stop.request("cancelled")
         if wait and self._thread is not None:
             self._thread.join()
 
@@ -341,6 +345,18 @@ def push_note(take) -> str:
     return "; ".join(parts)
 
 
+def check_bakeable(take) -> None:
+    """A take whose physics diverged is not baked (its last frames are the blow-up): a
+    SinewError saying where, so the operator reports it and leaves the scene alone."""
+    if take.meta.get("diverged"):
+        raise SimulationError(f"{take.meta['stop_reason']}; nothing was baked (a lower fatigue scale, "
+                              "another seed or clip may hold)")
+
+
+class SimulationError(SinewError):
+    """The simulation could not give a take worth baking."""
+
+
 def take_pose(take):
     """(root_pos (N, 3), local_rot (N, B, 4)) of a take's simulated model pose."""
     from .engine.kinematics import q_to_pose
@@ -365,6 +381,7 @@ def bake_take(context, arm, take, frame_start: int | None = None, action_name: s
     from . import display
     from .armature import assign_action, bake_action, unique_action_name
 
+    check_bakeable(take)
     t0 = time.perf_counter()
     scene = context.scene
     if frame_start is None:
@@ -428,6 +445,9 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
             raise ParameterError("policy", "the policy controller needs a policy file")
         if not Path(bpy_abspath(policy)).is_file():
             raise InputFileError(bpy_abspath(policy), "policy file not found")
+        from .engine.control.policy import load_policy
+
+        policy = load_policy(bpy_abspath(policy), load_model())  # another rig, a broken file: refused now
     pushes = check_pushes(pushes, load_model(), sum(round(120 * s) for _, s in out) / 120.0)  # inside the take
     return SimulationJob(out, fps, controller=controller, fatigue=fatigue_params(fatigue_scale, F, R, r),
                          residual=residual, seed=seed, policy=policy, pushes=pushes)

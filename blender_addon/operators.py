@@ -104,8 +104,13 @@ class SINEW_OT_simulate(_ArmatureOp, bpy.types.Operator):
         return _armature(context) is not None and RUN["job"] is None
 
     def _finish(self, context, arm, job):
+        from .rollback import all_or_nothing
+
         s = context.scene.sinew
-        info = core.bake_take(context, arm, job.take, core.frame_start_for(context, s))
+        if bpy.ops.ed.undo_push.poll():  # Ctrl-Z after the bake returns the scene to this state
+            bpy.ops.ed.undo_push(message="Before Sinew bake")
+        with all_or_nothing(arm):  # a bake that fails midway takes back what it made
+            info = core.bake_take(context, arm, job.take, core.frame_start_for(context, s))
         summ = job.take.meta.get("summary", {})
         msg = (f"Sinew: baked {info['frames']} frames into '{info['action']}'"
                + (" (the character fell; kept up to the fall)" if summ.get("fell") else ""))
@@ -119,24 +124,30 @@ class SINEW_OT_simulate(_ArmatureOp, bpy.types.Operator):
         self.report({"WARNING"} if beyond else {"INFO"}, msg)
         return info
 
+    def _fail(self, context, error) -> set:
+        """Say why in the status bar and the sidebar's last report; nothing was changed."""
+        msg = str(error) if isinstance(error, SinewError) else f"{type(error).__name__}: {error}"
+        msg = f"Sinew: {msg}" if not msg.startswith("Sinew") else msg
+        context.scene.sinew.last_report = msg
+        self.report({"ERROR"}, msg)
+        return {"CANCELLED"}
+
     def execute(self, context):  # blocking: background mode, scripts
         s = context.scene.sinew
         try:
             arm, job = core.settings_job(context, s)
             job.run()
             self._finish(context, arm, job)
-        except SinewError as e:
-            self.report({"ERROR"}, str(e))
-            return {"CANCELLED"}
+        except Exception as e:  # noqa: BLE001 - any failure is reported and leaves the scene as it was
+            return self._fail(context, e)
         return {"FINISHED"}
 
     def invoke(self, context, event):
         s = context.scene.sinew
         try:
             self.arm, self.job = core.settings_job(context, s)
-        except SinewError as e:
-            self.report({"ERROR"}, str(e))
-            return {"CANCELLED"}
+        except Exception as e:  # noqa: BLE001
+            return self._fail(context, e)
         RUN.update(job=self.job, fraction=0.0, label="starting")
         self.job.start()
         wm = context.window_manager
@@ -162,7 +173,8 @@ class SINEW_OT_simulate(_ArmatureOp, bpy.types.Operator):
         if event.type == "ESC":
             job.cancel()
             self._cleanup(context)
-            self.report({"WARNING"}, "Sinew: simulation cancelled; nothing was changed")
+            context.scene.sinew.last_report = "Sinew: simulation cancelled; nothing was changed"
+            self.report({"WARNING"}, context.scene.sinew.last_report)
             return {"CANCELLED"}
         if event.type != "TIMER":
             return {"PASS_THROUGH"}
@@ -177,13 +189,11 @@ class SINEW_OT_simulate(_ArmatureOp, bpy.types.Operator):
             return {"RUNNING_MODAL"}
         self._cleanup(context)
         if job.error is not None:
-            self.report({"ERROR"}, f"Sinew: {job.error}")
-            return {"CANCELLED"}
+            return self._fail(context, job.error)
         try:
             self._finish(context, self.arm, job)
-        except SinewError as e:
-            self.report({"ERROR"}, str(e))
-            return {"CANCELLED"}
+        except Exception as e:  # noqa: BLE001
+            return self._fail(context, e)
         return {"FINISHED"}
 
 

@@ -16,6 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .atomic import check_out_file
+from .errors import SinewError
+from .interrupt import forward_signals
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sinew_bake.py"
 
 
@@ -23,6 +27,11 @@ def cmd_bake(args, extra: list[str] | None = None) -> int:
     scene = Path(args.scene)
     if not scene.is_file():
         print(f"sinew bake: error: {scene}: scene file not found", file=sys.stderr)
+        return 2
+    try:
+        check_out_file(args.out)
+    except SinewError as e:
+        print(f"sinew bake: error: {e}", file=sys.stderr)
         return 2
     if not SCRIPT.is_file():
         print(f"sinew bake: error: {SCRIPT}: batch script not found (a source checkout is needed)", file=sys.stderr)
@@ -54,9 +63,18 @@ def cmd_bake(args, extra: list[str] | None = None) -> int:
                   "in this Python (pip install 'bpy==4.5.*')", file=sys.stderr)
             return 2
         cmd = [sys.executable, str(SCRIPT), "--scene", str(scene), *passthrough]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    # its own session: a terminal's Ctrl-C reaches the bake once, forwarded from here
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    with forward_signals(proc):
+        stdout, stderr = proc.communicate()
+    r = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     lines = r.stdout.strip().splitlines()
     summary = next((ln for ln in reversed(lines) if ln.startswith("{")), None)
+    if r.returncode in (130, 143) and summary is not None:  # stopped by a signal: the bake kept the partial take
+        print(r.stderr.strip().splitlines()[-1], file=sys.stderr)
+        if args.json:
+            print(summary)
+        return r.returncode
     if r.returncode != 0 or summary is None:
         reason = [ln for ln in r.stderr.strip().splitlines() if "error" in ln.lower()] or r.stderr.strip().splitlines()
         print(reason[-1] if reason else f"sinew bake: error: the bake exited with status {r.returncode}",
@@ -77,7 +95,9 @@ def add_bake_parser(subparsers) -> argparse.ArgumentParser:
         "bake", help="simulate a fatigued take and bake it into a .blend (headless Blender)",
         description=__doc__.split("\n\n")[0],
         epilog="examples:\n  sinew bake scene.blend --armature Armature --clip walk.bvh:20 --out out/take.blend\n"
-               "  sinew bake scene.blend --armature Rig --clip action --fatigue-scale 50 --out o.blend --json",
+               "  sinew bake scene.blend --armature Rig --clip action --fatigue-scale 50 --out o.blend --json\n\n"
+               "Ctrl-C (or SIGTERM) stops the simulation at the next step and bakes what was done into\n"
+               "--out; the exit status is then 130 (143 for SIGTERM).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scene", help="the .blend holding the armature")
     p.add_argument("--armature", required=True, help="name of the armature object to bake onto")

@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 from .argtypes import number
+from .atomic import check_out_dir, check_out_file, write_text
 from .errors import SinewError
+from .interrupt import stopped_line
 
 EPILOG_INFO = """examples:
   sinew info
@@ -70,7 +72,7 @@ def cmd_fatigue_curve(args) -> int:
     t = np.arange(len(load) + 1) * dt
     load_t = np.append(load, 0.0)
     endurance = fat.endurance_time(t, MA, load_t)
-    out = Path(args.out)
+    out = check_out_file(args.out)
     title = (f"3CC-r, load {args.load:g} for {args.on:g} s then rest {args.off:g} s  "
              f"(F={p.F_eff:g}, R={p.R_eff:g}, r={p.r:g}, L_D={p.LD:g}, L_R={p.LR:g}, {args.hz:g} Hz)")
     fatigue_curve(out, t, load_t, MA, MR, MF, title, endurance)
@@ -94,21 +96,30 @@ EPILOG_ARM = """examples:
   sinew arm-hold --out arm_hold/
   sinew arm-hold --backend ode --hold 60 --rest 30 --rehold 30 --json
   sinew arm-hold --fatigue-scale 0      # no fatigue: the arms stay up
+
+Ctrl-C (or SIGTERM) stops at the next step and writes the run so far (partial: true in
+arm_hold.json); the exit status is then 130 (143 for SIGTERM).
 """
 
 
 def cmd_arm_hold(args) -> int:
+    from .interrupt import stop_on_signals
+
+    with stop_on_signals() as stop:  # Ctrl-C / SIGTERM: stop at the next step, keep the series
+        return _arm_hold(args, stop)
+
+
+def _arm_hold(args, stop) -> int:
     from .experiments.arm_hold import ArmHoldSetup, run_arm_hold
     from .plots import arm_hold as plot_arm_hold
     from .rig import load_rig
 
     setup = ArmHoldSetup(hold=args.hold, rest=args.rest, rehold=args.rehold,
                          fatigue_scale=args.fatigue_scale, backend=args.backend).validate()
+    out = check_out_dir(args.out)
     rig = load_rig(args.rig)
-    result = run_arm_hold(rig, setup)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "arm_hold.json").write_text(json.dumps(result, indent=1))
+    result = run_arm_hold(rig, setup, stop=stop)
+    write_text(out / "arm_hold.json", json.dumps(result, indent=1))
     s = result["summary"]
     title = (f"Arm hold ({setup.backend}): F = 0.1, F/R = 20, fatigue scale {setup.fatigue_scale:g}; "
              f"hold {setup.hold:g} s, rest {setup.rest:g} s, hold {setup.rehold:g} s")
@@ -124,6 +135,12 @@ def cmd_arm_hold(args) -> int:
         f"wrote          {out / 'arm_hold.json'}, {out / 'arm_hold.png'}",
     ]
     _emit(dict(s, out=str(out)), args.json, lines)
+    if stop.requested:
+        total = setup.hold + setup.rest + setup.rehold
+        print(stopped_line("arm-hold", stop, f"at t = {s['simulated_seconds']:.2f} s of {total:g} s",
+                           f"the {'partial ' if s['partial'] else ''}run in {out}: arm_hold.json, arm_hold.png"),
+              file=sys.stderr)
+        return stop.exit_code
     return 0
 
 
@@ -248,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
         msg = e.args[0] if isinstance(e, KeyError) else str(e)
         print(f"sinew {args.command}: error: {msg}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C outside a run that keeps its work, or pressed twice
+        print(f"sinew {args.command}: interrupted; nothing more was written", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -23,3 +23,11 @@ class ParameterError(SinewError, ValueError):
     def __init__(self, name: str, problem: str):
         self.name = name
         super().__init__(f"parameter '{name}': {problem}")
+
+
+class OutputPathError(SinewError):
+    """An output path that cannot be written (a file where a folder is needed, no permission)."""
+
+    def __init__(self, path, problem: str):
+        self.path = str(path)
+        super().__init__(f"{self.path}: {problem}")

@@ -9,16 +9,17 @@ from pathlib import Path
 
 import numpy as np
 
+from .atomic import atomic_open
 from .errors import InputFileError
 
 
 def write_npz(path, fmt: str, version: int, meta: dict, arrays: dict, compress: bool = False) -> Path:
-    """Write `arrays` and `meta` (with format and version) to exactly `path`."""
+    """Write `arrays` and `meta` (with format and version) to exactly `path`, atomically
+    (engine.atomic: a failure midway leaves the previous file intact)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     meta = dict(meta, format=fmt, version=version)
     save = np.savez_compressed if compress else np.savez
-    with open(path, "wb") as f:  # np.savez would append .npz to other suffixes
+    with atomic_open(path, "wb") as f:  # a file object: np.savez would append .npz to other suffixes
         save(f, meta=np.array(json.dumps(meta)), **arrays)
     return path
 

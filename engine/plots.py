@@ -5,6 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .atomic import atomic_path
+
 
 def _pyplot():
     import matplotlib
@@ -15,13 +17,16 @@ def _pyplot():
     return plt
 
 
-def save(fig, path) -> Path:
-    """Lay out, write and close a figure; creates the folder."""
-    fig.tight_layout()
+def save(fig, path, layout: bool = True, **kwargs) -> Path:
+    """Lay out, write (atomically, engine.atomic) and close a figure; creates the folder."""
+    if layout:
+        fig.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    _pyplot().close(fig)
+    try:
+        with atomic_path(path) as tmp:  # the temporary name keeps the suffix savefig goes by
+            fig.savefig(tmp, **kwargs)
+    finally:
+        _pyplot().close(fig)
     return path
 
 

@@ -43,6 +43,9 @@ Before simulating, each clip is solved along its reference with the muscles free
 fatigue): the report says how much joint torque it asks beyond the muscles and how much
 root help beyond its foot contacts, and flags a clip beyond this body (the bundled sprint
 is; the walk is not): such a take leans on --residual, or falls without it.
+
+Ctrl-C (or SIGTERM) stops at the next step and writes the take so far, marked partial in
+take.npz and the report; the exit status is then 130 (143 for SIGTERM).
 """
 
 
@@ -88,7 +91,15 @@ def parse_clips(items) -> list[tuple[str, float | None]]:
 
 
 def cmd_simulate(args) -> int:
+    from .interrupt import stop_on_signals
+
+    with stop_on_signals() as stop:  # Ctrl-C / SIGTERM: stop at the next step, keep the take
+        return _simulate(args, stop)
+
+
+def _simulate(args, stop) -> int:
     from . import fatigue as fat
+    from .atomic import check_out_dir
     from .errors import InputFileError, ParameterError
     from .push import check_pushes, parse_push
     from .take import check_clips, check_fps, check_residual
@@ -104,6 +115,7 @@ def cmd_simulate(args) -> int:
     fps = check_fps(args.fps)
     fatigue = fat.FatigueParams(scale=args.fatigue_scale).validate(1 / 120)
     residual = check_residual(args.controller, args.residual)
+    out = check_out_dir(args.out)
     if args.controller == "policy":
         if args.policy is None:
             raise ParameterError("--policy", "--controller policy needs --policy P.npz")
@@ -130,10 +142,9 @@ def cmd_simulate(args) -> int:
         policy = load_policy(args.policy, rig)  # refuses another rig, version or a broken file
     take = simulate(rig, [(r, s) for r, _, s in loaded], controller=args.controller, fatigue=fatigue,
                     backend=args.backend, seed=int(args.seed), fps=fps, params=params, policy=policy,
-                    pushes=pushes)
+                    pushes=pushes, stop=stop)
     for c, (_, path, _) in zip(take.meta["clips"], loaded):
         c["source"] = str(path)
-    out = Path(args.out)
     files = write_outputs(take, rig, out, plots=not args.no_plots)
     s = dict(take.meta["summary"], out=str(out))
     lines = report_lines(take, files)
@@ -143,15 +154,27 @@ def cmd_simulate(args) -> int:
         print(json.dumps(s))
     else:
         print("\n".join(lines))
+    if stop.requested:
+        from .interrupt import stopped_line
+
+        m = take.meta
+        where = (f"at t = {m['simulated_seconds']:.2f} s of {m['planned_seconds']:.2f} s" if m["interrupted"]
+                 else "while writing (the take is whole)")
+        kept = f"the {'partial ' if m['partial'] else ''}take ({take.num_frames} frames) in {out}: " + \
+            ", ".join(Path(f).name for f in files)
+        print(stopped_line("simulate", stop, where, kept), file=sys.stderr)
+        return stop.exit_code
     return 0
 
 
 def write_outputs(take, rig, out: Path, plots: bool = True) -> list[Path]:
+    from .atomic import write_text
+
     out.mkdir(parents=True, exist_ok=True)
     files = [take.save(out / "take.npz")]
     report = dict(summary=take.meta["summary"], meta={k: v for k, v in take.meta.items()
                                                        if k not in ("muscle_names", "summary")})
-    (out / "report.json").write_text(json.dumps(report, indent=1))
+    write_text(out / "report.json", json.dumps(report, indent=1))
     files.append(out / "report.json")
     if plots:
         from .take_plots import activation_heatmap, fatigue_by_group, gait_plot
@@ -159,15 +182,17 @@ def write_outputs(take, rig, out: Path, plots: bool = True) -> list[Path]:
         files.append(activation_heatmap(out / "activation.png", take, rig))
         files.append(fatigue_by_group(out / "fatigue.png", take, rig))
         files.append(gait_plot(out / "gait.png", take, rig))
-    (out / "report.md").write_text(report_markdown(take, files))
+    write_text(out / "report.md", report_markdown(take, files))
     files.append(out / "report.md")
     return files
 
 
 def report_lines(take, files) -> list[str]:
+    from .take import is_partial
+
     s = take.meta["summary"]
     status = "complete"
-    if s["fell"] or s["diverged"]:
+    if is_partial(take.meta):
         status = f"STOPPED: {take.meta['stop_reason']} (take kept up to {s['seconds']:.2f} s)"
     clips = ", ".join(f"{c['name']} {c['seconds']:g} s" for c in take.meta["clips"])
     return [
@@ -219,17 +244,19 @@ def demand_lines(take) -> list[str]:
 
 def report_markdown(take, files) -> str:
     s, m = take.meta["summary"], take.meta
+    from .take import is_partial
+
     lines = ["# Sinew take", ""]
-    if s["fell"] or s["diverged"]:
+    if is_partial(m):
         lines += [f"**The take stopped early: {m['stop_reason']}.** It is kept up to {s['seconds']:.2f} s "
                   f"of the planned {s['planned_seconds']:.2f} s.", ""]
     lines += take_report.glance_lines(take)
     lines += ["| clip | seconds |", "|---|---|"] + [f"| {c['source']} | {c['seconds']:g} |" for c in m["clips"]]
     lines += ["", "| figure | value |", "|---|---|"]
-    for k in ("seconds", "realtime_factor", "joint_err_deg_mean", "root_err_cm_mean", "fell", "diverged",
+    for k in ("seconds", "realtime_factor", "joint_err_deg_mean", "root_err_cm_mean", "fell", "diverged", "partial",
               "residual_strength", "residual_mean_N", "residual_max_N", "residual_torque_mean_Nm",
               "residual_mean_body_weights"):
-        lines.append(f"| {k} | {s[k]} |")
+        lines.append(f"| {k} | {s.get(k, '-')} |")
     for g, v in s["MF_mean_by_group"].items():
         lines.append(f"| M_F mean, {g} | {v:.4f} |")
     for g, v in s["MF_final_by_group"].items():

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import fatigue as fat
 from .errors import ParameterError, SinewError
+from .interrupt import StopFlag
 from .muscle_step import MuscleStep, MuscleSystem, PDGains
 from .physics import BodyState, make_backend
 from .progress import Progress
@@ -163,8 +164,10 @@ class Simulation:
                 recording.finish())
 
     def run(self, controller: Controller, seconds: float, record_every: int = 1,
-            probe: Probe = default_probe, label: str = "simulating") -> Recording:
-        """Run for `seconds`, recording `probe(sim, step_result)` every `record_every` steps."""
+            probe: Probe = default_probe, label: str = "simulating", stop=None) -> Recording:
+        """Run for `seconds`, recording `probe(sim, step_result)` every `record_every` steps.
+        `stop` (engine.interrupt.StopFlag) is read once per step: once requested, the run ends
+        there and returns what it recorded (the last step is always recorded)."""
         if not (np.isfinite(seconds) and seconds >= 0):
             raise ParameterError("seconds", f"{seconds!r}: expected a duration >= 0")
         period = int(getattr(controller, "period", 1))
@@ -173,15 +176,19 @@ class Simulation:
         rec = Recording()
         n = int(round(seconds / self.dt))
         action = None
+        stop = stop or StopFlag()
         with Progress(label, n) as bar:
             for i in range(n):
+                last = i == n - 1 or stop.requested
                 if action is None or self.steps % period == 0:
                     action = controller.act(self, self.state)
                     if not isinstance(action, MuscleCommand):
                         action = np.asarray(action, dtype=float)
                 res = self.step(action)
-                if i % record_every == 0 or i == n - 1:
+                if i % record_every == 0 or last:
                     rec.add(self.time, probe(self, res))
                 self._check(rec)
                 bar.update(i)
+                if last:
+                    break
         return rec.finish()

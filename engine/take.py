@@ -5,7 +5,8 @@
 
 The physics runs at 120 Hz; a frame is kept whenever the scene clock (24/25/30/60 fps)
 passes a physics step, never by changing the step. A take that falls or diverges stops
-there and keeps what it had, saying so in `meta`. The same inputs and seed give the same
+there and keeps what it had, saying so in `meta` (`partial`, `stop_reason`); so does one
+stopped by Ctrl-C / SIGTERM or a cancel (`interrupted`, engine.interrupt). The same inputs and seed give the same
 take bit for bit (one thread, no randomness but the seeded generator).
 
 Saved as a plain .npz (no pickle) with a JSON `meta` string: format "sinew-take",
@@ -217,7 +218,7 @@ def joint_errors_deg(rig: Rig, diff: np.ndarray) -> float:
 
 def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.FatigueParams | None = None,
              backend: str = "mujoco", seed: int = 0, fps: int = 30, params=None, policy=None,
-             label: str = "simulating", blend: float = 0.4, progress=None, pushes=()) -> Take:
+             label: str = "simulating", blend: float = 0.4, progress=None, pushes=(), stop=None) -> Take:
     """Simulate a take of clips [(path or Reference, seconds), ...] played in order (each
     looped for its duration, cross-faded into the next) under a controller; see Take.
     controller "tracking" uses `params` (TrackingParams: gains, root residual); "policy" runs
@@ -227,10 +228,14 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     (meta["pushes"]; the summary says how the character recovered from each).
 
     `progress(fraction)`, when given, is called about 100 times during the run (and replaces
-    the terminal bar); an exception it raises (a user's cancel) stops the run and propagates."""
+    the terminal bar); an exception it raises stops the run and propagates. `stop`, an
+    engine.interrupt.StopFlag, is read once per step: once requested (Ctrl-C, SIGTERM, the
+    Blender operator's cancel) the run stops there and the take keeps what it had, like a
+    fall or a divergence (meta: interrupted, partial, stopped_at_s, stop_reason)."""
     from .control.plan import MotionPlan, load_clip
     from .control.tracking import TrackingController, TrackingParams
     from .push import PushSchedule, check_pushes
+    from .interrupt import StopFlag
     from .simulation import Recording, Simulation, SimulationDiverged
 
     clips = check_clips(clips)
@@ -315,7 +320,8 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     zeros = np.zeros(rig.num_muscles)
     record(sim.fatigue.MA, sim.fatigue.MR, sim.fatigue.MF, zeros, zeros)
     next_frame = 1
-    fell = diverged = False
+    fell = diverged = interrupted = False
+    stop = stop or StopFlag()
     stop_time = None
     reason = ""
     t_ctrl = t_step = 0.0
@@ -327,6 +333,10 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         bar.enabled = bar.enabled and progress is None
         try:
             for i in range(n):
+                if stop.requested:  # one attribute read per step (engine.interrupt)
+                    interrupted, stop_time = True, sim.time
+                    reason = f"{stop.reason} at t = {sim.time:.2f} s"
+                    break
                 if cmd is None or sim.steps % ctrl.period == 0:
                     t0 = clock()
                     cmd = ctrl.act(sim, sim.state)
@@ -363,7 +373,8 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         segments=[dict(label=s.label, start_s=s.start / 120.0, seconds=s.steps / 120.0, phase_frame=s.phase)
                   for s in plan.segments],
         planned_seconds=n / 120.0, simulated_seconds=sim_seconds,
-        fell=fell, diverged=diverged, stopped_at_s=stop_time, stop_reason=reason,
+        fell=fell, diverged=diverged, interrupted=interrupted, partial=fell or diverged or interrupted,
+        stopped_at_s=stop_time, stop_reason=reason,
         versions=_versions(), muscle_names=list(rig.muscle_names), groups=list(GROUPS),
         timing=dict(wall_s=wall, cpu_s=cpu, controller_s=t_ctrl,
                     prepare_s=getattr(ctrl, "stats", {}).get("prepare_s", 0.0),
@@ -374,6 +385,12 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     take = Take(meta=meta, **arrays)
     take.meta["summary"] = summarize(take, rig)
     return take
+
+
+def is_partial(meta: dict) -> bool:
+    """The take stopped before its planned end (fell, diverged or interrupted); takes saved
+    before `partial` existed say it through fell / diverged."""
+    return bool(meta.get("partial", meta.get("fell") or meta.get("diverged")))
 
 
 def _params_dict(params) -> dict:
@@ -434,6 +451,7 @@ def summarize(take: Take, rig: Rig) -> dict:
         joint_err_deg_mean=round(float(take.joint_err_deg[skip].mean()), 3) if skip.any() else 0.0,
         root_err_cm_mean=round(float(take.root_err_cm[skip].mean()), 3) if skip.any() else 0.0,
         fell=bool(m["fell"]), diverged=bool(m["diverged"]), stopped_at_s=m["stopped_at_s"],
+        interrupted=bool(m.get("interrupted")), partial=is_partial(m),
         residual_strength=(m.get("tracking") or {}).get("residual", 0.0),  # a policy applies none
         residual_mean_N=round(float(rf[skip].mean()), 3) if skip.any() else 0.0,
         residual_max_N=round(float(rf.max()), 3),

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import bpy
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from engine.atomic import atomic_path  # noqa: E402
+
 
 def main(clip: str, out: str) -> int:
     import addon_utils  # importable once bpy is
@@ -20,8 +23,9 @@ def main(clip: str, out: str) -> int:
                             update_scene_duration=True, axis_forward="-Z", axis_up="Y")
     arm = bpy.context.active_object
     arm.name = Path(clip).stem
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    bpy.ops.wm.save_as_mainfile(filepath=str(Path(out).resolve()))
+    with atomic_path(Path(out).resolve()) as tmp:  # renamed into place once whole
+        tmp.unlink()  # Blender would keep the empty placeholder as a .blend1 backup
+        bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True)
     print(f"demo scene {out}: armature '{arm.name}' with {len(arm.data.bones)} bones")
     return 0
 

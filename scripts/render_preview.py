@@ -7,10 +7,14 @@ scene in memory (the .blend is not changed).
 """
 import argparse
 import math
+import sys
 from pathlib import Path
 
 import bpy
 from mathutils import Vector
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from engine.atomic import atomic_path  # noqa: E402
 
 
 def main() -> int:
@@ -48,8 +52,9 @@ def main() -> int:
     scene.cycles.samples = args.samples
     w, h = (int(v) for v in args.size.lower().split("x"))
     scene.render.resolution_x, scene.render.resolution_y, scene.render.resolution_percentage = w, h, 100
-    scene.render.filepath = str(Path(args.out).resolve())
-    bpy.ops.render.render(write_still=True)
+    with atomic_path(Path(args.out).resolve()) as tmp:  # renamed into place once whole
+        scene.render.filepath = str(tmp)
+        bpy.ops.render.render(write_still=True)
     print(f"rendered frame {scene.frame_current} of {args.blend} to {args.out}")
     return 0
 

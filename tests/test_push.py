@@ -165,11 +165,15 @@ def test_sinew_bake_passes_pushes_and_keep_calibration_to_the_batch_script(tmp_p
 
     seen = {}
 
-    def fake_run(cmd, **kw):
-        seen["cmd"] = cmd
-        return SimpleNamespace(returncode=0, stdout='{"frames": 3, "action": "A", "out": "o.blend"}\n', stderr="")
+    class FakeBake:  # the batch bake as a process: what it was asked, and its JSON line
+        def __init__(self, cmd, **kw):
+            seen["cmd"] = cmd
+            self.returncode, self.pid = 0, 0
 
-    monkeypatch.setattr(bake_command.subprocess, "run", fake_run)
+        def communicate(self):
+            return '{"frames": 3, "action": "A", "out": "o.blend"}\n', ""
+
+    monkeypatch.setattr(bake_command.subprocess, "Popen", FakeBake)
     ap = argparse.ArgumentParser()
     bake_command.add_bake_parser(ap.add_subparsers(dest="command"))
     scene = tmp_path / "s.blend"

@@ -278,6 +278,9 @@ _COLLECTOR: Collector | None = None
 
 def _init_worker(cfg: dict) -> None:
     global _COLLECTOR
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the trainer, which stops its workers
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     _COLLECTOR = Collector(cfg)
 

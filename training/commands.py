@@ -19,6 +19,8 @@ EPILOG_TRAIN = """examples:
 
 --config takes a TOML path or a name from training/configs (tiny, walk_cpu, paper, heading).
 The run folder gets checkpoint.pt, log.csv, learning_curve.png and config.json.
+Ctrl-C (or SIGTERM) stops after the iteration under way and saves the checkpoint, which
+--resume continues; the exit status is then 130 (143 for SIGTERM).
 """
 
 EPILOG_EXPORT = """examples:
@@ -67,8 +69,16 @@ def _emit(summary: dict, as_json: bool, lines: list[str]) -> None:
 
 
 def cmd_train(args) -> int:
+    from engine.interrupt import stop_on_signals
+
+    with stop_on_signals() as stop:  # Ctrl-C / SIGTERM: stop after this iteration, keep the checkpoint
+        return _train(args, stop)
+
+
+def _train(args, stop) -> int:
     from pathlib import Path
 
+    from engine.atomic import check_out_dir
     from engine.errors import ParameterError
 
     from .config import load_config
@@ -80,7 +90,7 @@ def cmd_train(args) -> int:
     cfg = load_config(args.config) if args.config else None
     if not args.resume and cfg is None:
         raise ParameterError("config", "give --config (or --resume with --out)")
-    out = Path(args.out) if args.out else Path("runs") / (cfg.name if cfg else "run")
+    out = check_out_dir(Path(args.out) if args.out else Path("runs") / (cfg.name if cfg else "run"))
     import torch  # noqa: F401  (only this command and export-policy import torch)
 
     from .trainer import CHECKPOINT, Trainer
@@ -98,7 +108,7 @@ def cmd_train(args) -> int:
     if args.workers is not None:
         tr.cfg.workers = args.workers
     total = args.iterations if args.iterations is not None else tr.cfg.iterations
-    s = tr.train(total)
+    s = tr.train(total, stop=stop)
     lines = [f"trained {s['iterations']} iterations in {s['seconds']:.1f} s -> {s['out']}",
              f"world-model loss {s['world_model_loss']}, VAE loss {s['vae_loss']}, "
              f"8-step error {s['wm_err8_cm']} cm",
@@ -106,14 +116,24 @@ def cmd_train(args) -> int:
     if s.get("task_iterations"):
         lines.append(f"heading task policy: {s['task_iterations']} iterations")
     _emit(s, args.json, lines)
+    if stop.requested:
+        from engine.interrupt import stopped_line
+
+        print(stopped_line("train", stop, f"after iteration {tr.iteration} of {total}",
+                           f"the checkpoint {out / CHECKPOINT} (continue with: sinew train --out {out} --resume)"),
+              file=sys.stderr)
+        return stop.exit_code
     return 0
 
 
 def cmd_export(args) -> int:
     import torch  # noqa: F401
 
+    from engine.atomic import check_out_file
+
     from .export import export_policy
 
+    check_out_file(args.out)
     s = export_policy(args.run, args.out)
     _emit(s, args.json, [f"wrote {s['out']}: {s['parameters']} parameters, latent {s['latent_dim']}, "
                          f"rig {s['rig']}" + (", with heading policy" if s["has_task"] else "")])

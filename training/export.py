@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.atomic import atomic_open
 from engine.control import policy as P
 
 
@@ -26,8 +27,7 @@ def export_policy(run_or_ckpt, out) -> dict:
         training=dict(iterations=int(ck["iteration"]), task_iterations=int(ck["task_iteration"]),
                       seconds=round(float(ck["seconds"]), 1), config=cfg.name, clips=[Path(c).name for c in cfg.clips])))
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "wb") as f:  # np.savez would append .npz to another suffix
+    with atomic_open(out, "wb") as f:  # a file object: np.savez would append .npz to another suffix
         np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
     pf = P.load_policy(out, tr.rig)  # read back: what we wrote must load
     return dict(parameters=pf.parameters, latent_dim=pf.latent_dim, has_task=pf.has_task,

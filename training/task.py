@@ -54,7 +54,7 @@ def train_task(trainer, iterations: int) -> None:
     for p in list(m.vae.parameters()) + list(m.wm.parameters()):
         p.requires_grad_(False)
     try:
-        while trainer.task_iteration < iterations:
+        while trainer.task_iteration < iterations and not trainer.stop.requested:
             t0 = time.perf_counter()
             starts = trainer.buffer.valid_starts(1)
             pick = starts[trainer.rng.integers(0, len(starts), tc.batch_size)]

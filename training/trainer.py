@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import time
 from pathlib import Path
 
@@ -19,8 +18,11 @@ import torch
 
 from engine import fatigue as fat
 from engine.control import policy as P
+from engine.atomic import atomic_open, atomic_path, write_text
 from engine.errors import InputFileError, SinewError
+from engine.interrupt import StopFlag, children_ignore_sigint
 from engine.muscle_step import PDGains
+from engine.plots import save
 from engine.progress import Progress
 from engine.rig import load_rig
 
@@ -162,6 +164,7 @@ class Trainer:
         self.seconds = 0.0
         self.delta_ready = False
         self._pool = None
+        self.stop = StopFlag()  # engine.interrupt: read between iterations (train's `stop`)
         self.last = {}
         self.weights = dict(height=cfg.w_height, pos=cfg.w_pos, rot=cfg.w_rot, vel=cfg.w_vel,
                             angvel=cfg.w_angvel, heading=cfg.w_heading)
@@ -215,7 +218,8 @@ class Trainer:
             wc = dict(rig=cfg.rig, stiffness=cfg.stiffness, damping=cfg.damping, backend=cfg.backend,
                       fatigue_scale=cfg.fatigue_scale, clips=list(cfg.clips), episode_seconds=cfg.episode_seconds,
                       switch_prob=cfg.switch_prob, fall_height=cfg.fall_height, init_fatigue=cfg.init_fatigue)
-            self._pool = CollectorPool(wc, cfg.workers)
+            with children_ignore_sigint():  # a terminal's Ctrl-C stops this process, which stops them
+                self._pool = CollectorPool(wc, cfg.workers)
         return self._pool
 
     def close(self) -> None:
@@ -384,23 +388,28 @@ class Trainer:
         return row
 
     # ---- the run ---------------------------------------------------------------------------------
-    def train(self, iterations: int | None = None, progress: bool = True) -> dict:
+    def train(self, iterations: int | None = None, progress: bool = True, stop=None) -> dict:
+        """Train up to `iterations`. `stop` (engine.interrupt.StopFlag), once requested, ends the
+        run after the iteration under way, with a checkpoint that `--resume` continues."""
         cfg = self.cfg
+        self.stop = stop or self.stop
         total = cfg.iterations if iterations is None else int(iterations)
-        (self.out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=1))
+        write_text(self.out / "config.json", json.dumps(cfg.to_dict(), indent=1))
         try:
             with Progress("training", max(total - self.iteration, 1)) as bar:
                 start = self.iteration
-                while self.iteration < total:
+                while self.iteration < total and not self.stop.requested:
                     self.step()
                     bar.update(self.iteration - start)
                     out_of_time = bool(cfg.max_seconds) and self.seconds >= cfg.max_seconds
-                    if self.iteration % cfg.checkpoint_every == 0 or self.iteration == total or out_of_time:
+                    if (self.iteration % cfg.checkpoint_every == 0 or self.iteration == total or out_of_time
+                            or self.stop.requested):
                         self.save()
                         self.plot()
                     if out_of_time:
                         break
-            if cfg.task is not None and self.task_iteration < cfg.task.iterations and self.iteration >= total:
+            if (cfg.task is not None and self.task_iteration < cfg.task.iterations and self.iteration >= total
+                    and not self.stop.requested):
                 from .task import train_task
 
                 train_task(self, cfg.task.iterations)
@@ -442,9 +451,8 @@ class Trainer:
                             wrench_std=m.wrench_std),
                   buffer=self.buffer.state_dict(), rng=_rng_state(self.rng),
                   torch_rng=torch.get_rng_state(), gen=self.gen.get_state(), last=self.last)
-        tmp = self.out / (CHECKPOINT + ".tmp")
-        torch.save(ck, tmp)
-        os.replace(tmp, self.out / CHECKPOINT)
+        with atomic_path(self.out / CHECKPOINT) as tmp:
+            torch.save(ck, tmp)
         return self.out / CHECKPOINT
 
     @classmethod
@@ -508,7 +516,7 @@ def _truncate_log(path: Path, iteration: int, task_iteration: int) -> None:
         is_task = r.get("task_loss") not in ("", "nan", None)
         if (not is_task and it <= iteration) or (is_task and it <= task_iteration):
             keep.append(r)
-    with open(path, "w", newline="") as f:
+    with atomic_open(path, "w", newline="") as f:
         w = csv.DictWriter(f, LOG_COLUMNS)
         w.writeheader()
         w.writerows(keep)
@@ -640,8 +648,4 @@ def plot_log(log_path, out_path) -> Path:
         a.set_title("heading task loss (eq. 44)")
         ax[1, 3].axis("off")
     fig.tight_layout()
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_path, dpi=90)
-    plt.close(fig)
-    return out_path
+    return save(fig, out_path, layout=False, dpi=90)

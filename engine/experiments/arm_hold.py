@@ -87,8 +87,10 @@ def arm_elevation_deg(rig: Rig, body_rot: np.ndarray) -> np.ndarray:
     return np.stack(out, axis=-1)
 
 
-def run_arm_hold(rig: Rig, setup: ArmHoldSetup) -> dict:
-    """Run the experiment; returns the time series and summary figures (JSON-ready)."""
+def run_arm_hold(rig: Rig, setup: ArmHoldSetup, stop=None) -> dict:
+    """Run the experiment; returns the time series and summary figures (JSON-ready).
+    `stop` (engine.interrupt.StopFlag) ends it early: the series then run to where it
+    stopped, the summary has partial = True and None for the phases it did not reach."""
     setup.validate()
     sim = Simulation(rig, setup.backend, fatigue=fat.FatigueParams.arm_hold(setup.fatigue_scale),
                      pinned=PINNED, ground=False)
@@ -106,12 +108,16 @@ def run_arm_hold(rig: Rig, setup: ArmHoldSetup) -> dict:
 
     total = setup.hold + setup.rest + setup.rehold
     rec = sim.run(ArmHoldController(rig, setup), total, record_every=int(120 / RECORD_HZ), probe=probe,
-                  label="arm-hold")
+                  label="arm-hold", stop=stop)
     t = rec.times
     elev = rec["elevation"].mean(axis=1)
+    partial = sim.time < total - 0.5 * sim.dt
 
     def at(time):
         return int(np.clip(np.searchsorted(t, time), 0, len(t) - 1))
+
+    def reached(series, time, i):  # a value at a phase the run got to, else None
+        return float(series[i]) if t[-1] >= time - 1e-9 else None
 
     start = at(2.0)  # after the arms have settled into the hold
     end_hold = at(setup.hold) - 1
@@ -120,13 +126,14 @@ def run_arm_hold(rig: Rig, setup: ArmHoldSetup) -> dict:
     summary = dict(
         backend=setup.backend,
         fatigue_scale=setup.fatigue_scale,
-        elevation_start_deg=float(elev[start]),
-        elevation_end_hold_deg=float(elev[end_hold]),
-        elevation_rehold_deg=float(elev[rehold]) if setup.rehold > 0 else None,
+        elevation_start_deg=reached(elev, min(2.0, total), start),
+        elevation_end_hold_deg=reached(elev, setup.hold, end_hold),
+        elevation_rehold_deg=reached(elev, setup.hold + setup.rest + min(5.0, setup.rehold), rehold) if setup.rehold > 0 else None,
         elevation_min_deg=float(elev.min()),
-        shoulder_MF_end_hold=float(rec["shoulder_MF"][end_hold]),
-        shoulder_MF_end_rest=float(rec["shoulder_MF"][end_rest]) if setup.rest > 0 else None,
+        shoulder_MF_end_hold=reached(rec["shoulder_MF"], setup.hold, end_hold),
+        shoulder_MF_end_rest=reached(rec["shoulder_MF"], setup.hold + setup.rest, end_rest) if setup.rest > 0 else None,
         shoulder_muscles=int(len(sets["shoulder"])),
+        partial=bool(partial), simulated_seconds=round(sim.time, 4),
     )
     series = dict(time_s=t.tolist(), elevation_right_deg=rec["elevation"][:, 0].tolist(),
                   elevation_left_deg=rec["elevation"][:, 1].tolist())

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..atomic import atomic_open
 from ..errors import InputFileError, ParameterError
 from ..transforms import (
     Y_UP_TO_Z_UP,
@@ -454,7 +455,7 @@ def write_bvh(path, motion: SourceMotion, channel_order: str = "ZXY", units: str
     data = np.concatenate(columns, axis=1)
     end_sites = {j: C @ off * to_file for j, off in skel.end_sites.items()}
     text = _hierarchy_text(skel, offsets, end_sites, moving, order)
-    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+    with atomic_open(path, "w", encoding="utf-8", newline="\n") as fh:
         fh.write(text)
         fh.write(f"MOTION\nFrames: {motion.num_frames}\nFrame Time: {motion.frame_time:.10g}\n")
         np.savetxt(fh, data, fmt="%.10g", delimiter=" ")

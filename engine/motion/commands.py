@@ -57,6 +57,7 @@ def _summary_lines(ref, out: Path | None) -> list[str]:
 
 
 def cmd_retarget(args) -> int:
+    from ..atomic import check_out_file
     from ..errors import InputFileError
     from ..progress import Progress
     from ..rig import load_rig
@@ -66,13 +67,13 @@ def cmd_retarget(args) -> int:
     clip = Path(args.clip)
     if clip.suffix.lower() != ".bvh":
         raise InputFileError(clip, "expected a .bvh file (armatures are retargeted from Blender)")
+    out = check_out_file(Path(args.out) if args.out else Path(clip.stem + "_ref.npz"))
     motion = read_bvh(clip, units=args.units, up=args.up)
     rig = load_rig(args.rig)
     rt = Retargeter.build(rig, motion.skeleton, preset=args.preset, mapping=args.map)
     with Progress("retargeting", 1.0) as bar:
         ref = rt.to_model(motion, fps=args.fps, source=str(clip), progress=bar.update,
                           keep_calibration=args.keep_calibration)
-    out = Path(args.out) if args.out else Path(clip.stem + "_ref.npz")
     ref.save(out)
     summary = dict(ref.summary(), ground_offset_m=round(ref.meta["ground_offset_m"], 5),
                    calibration=ref.meta["calibration"], out=str(out))
@@ -84,10 +85,12 @@ def cmd_retarget(args) -> int:
 
 
 def cmd_preview(args) -> int:
+    from ..atomic import check_out_file
     from ..rig import load_rig
     from .preview import contact_sheet
     from .reference import load_reference
 
+    check_out_file(args.out)
     ref = load_reference(args.reference)
     rig = load_rig(ref.meta.get("rig", "human284") if args.rig is None else args.rig)
     out = contact_sheet(ref, rig, args.out, frames=args.frames, muscles=not args.no_muscles)

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..plots import save
+
 # Muscle colours per body-part group (rig.GROUPS order: trunk, right leg, left leg, right arm,
 # left arm): right side warm, left side cool, trunk neutral.
 GROUP_COLOURS = ["#8c6d5a", "#d1495b", "#3d7ab8", "#e07a3f", "#4aa3a2"]
@@ -110,8 +112,4 @@ def contact_sheet(ref, rig, out, frames: int = 8, muscles: bool = True, dpi: int
         handles = [Line2D([], [], color=c, lw=1.5, label=g.replace("_", " ")) for g, c in zip(GROUPS, GROUP_COLOURS)]
         fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.03 if muscles else 0, 1, 0.96))
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, facecolor="white")
-    plt.close(fig)
-    return out
+    return save(fig, out, layout=False, facecolor="white")

@@ -35,6 +35,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from engine.atomic import atomic_path  # noqa: E402
 from engine.rig import FORMAT, FORMAT_VERSION, GROUPS, JOINT_TYPES  # noqa: E402
 from engine.transforms import MIRROR_X, Y_UP_TO_Z_UP, orthonormalize  # noqa: E402
 
@@ -325,7 +326,7 @@ def convert(mass_dir: Path, out_dir: Path) -> dict:
         lbs_radius_m=LBS_RADIUS,
     )
     out_dir.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(
+    _save(
         out_dir / "human284.npz",
         meta=np.array(json.dumps(meta)),
         body_parent=parent, body_rest_pos=body_pos, body_rest_rot=body_rot,
@@ -341,7 +342,7 @@ def convert(mass_dir: Path, out_dir: Path) -> dict:
         muscle_lmax=np.array([u["lmax"] for u in units]),
         muscle_rest_length=rest_length, muscle_group=group, muscle_twin=twin,
     )
-    np.savez_compressed(
+    _save(
         out_dir / "meshes.npz",
         meta=np.array(json.dumps(dict(format="sinew-meshes", version=1, body_names=names,
                                       frame="body-local, metres"))),
@@ -350,6 +351,12 @@ def convert(mass_dir: Path, out_dir: Path) -> dict:
         vertex_start=np.array(v_start), triangle_start=np.array(f_start),
     )
     return meta
+
+
+def _save(path: Path, **arrays) -> None:
+    """np.savez_compressed, renamed into place once whole (engine.atomic)."""
+    with atomic_path(path) as tmp:
+        np.savez_compressed(tmp, **arrays)
 
 
 def main(argv=None) -> int:

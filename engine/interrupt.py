@@ -1,0 +1,108 @@
+"""Stopping a long run cleanly: Ctrl-C (SIGINT) or SIGTERM ends it at the next step and
+keeps what was done.
+
+A signal may arrive anywhere, inside the QP solver's C code too, so the handler only sets
+a flag; the loops (engine.take.simulate, Simulation.run, training) read it once per step
+(one attribute read) and stop there, and the command writes what it has (a partial take,
+the checkpoint) and exits with 128 + the signal number (130, 143). A second signal while
+the first is being honoured stops at once (KeyboardInterrupt), for a run that hangs.
+
+    with stop_on_signals() as stop:
+        take = simulate(..., stop=stop)
+    if stop.requested:
+        ...write the partial take...; return stop.exit_code
+
+The Blender operator's cancel sets the same flag (StopFlag.request)."""
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopFlag:
+    """Asked to stop? `requested` is what the loops read; `signum` names the signal, if any."""
+
+    def __init__(self):
+        self.requested = False
+        self.signum: int | None = None
+        self.reason = ""
+
+    def request(self, reason: str = "stopped", signum: int | None = None) -> None:
+        self.signum, self.reason = signum, reason
+        self.requested = True
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number (130 for SIGINT, 143 for SIGTERM); 130 without one."""
+        return 128 + (self.signum or signal.SIGINT)
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum else "a stop request"
+
+
+@contextmanager
+def stop_on_signals(flag: StopFlag | None = None):
+    """Route SIGINT and SIGTERM to a StopFlag for the block, then restore the previous
+    handlers. Outside the main thread (where Python cannot install handlers) the flag is
+    yielded unchanged, for a caller that sets it itself."""
+    flag = flag or StopFlag()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+
+    def handler(signum, frame):
+        if flag.requested:  # asked twice: stop now
+            raise KeyboardInterrupt
+        flag.request(f"interrupted by {signal.Signals(signum).name}", signum)
+
+    previous = {s: signal.signal(s, handler) for s in SIGNALS}
+    try:
+        yield flag
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+@contextmanager
+def children_ignore_sigint():
+    """Processes started in the block ignore SIGINT (an ignored signal stays ignored across
+    exec, and Python then installs no KeyboardInterrupt handler): a terminal's Ctrl-C, sent to
+    the whole process group, reaches the parent alone, which stops its workers itself."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def stopped_line(command: str, flag: StopFlag, where: str, kept: str) -> str:
+    """The one line a command prints when a signal stopped it, e.g. 'sinew simulate: stopped
+    by SIGINT at t = 12.30 s of 60.00 s; kept the partial take in out/ (take.npz, ...)'."""
+    return f"sinew {command}: stopped by {flag.name} {where}; kept {kept}"
+
+
+@contextmanager
+def forward_signals(proc):
+    """SIGINT and SIGTERM sent to this process go on to the child `proc` for the block (start
+    it with start_new_session=True, so a terminal's Ctrl-C reaches it once, through here)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    previous = {s: signal.signal(s, handler) for s in SIGNALS}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
