@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.sinew-installed
 OUT    ?= out
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: demo test bench rig clean venv extension
+.PHONY: demo test bench rig clean venv extension compiled
 
 venv: $(STAMP)
 
@@ -48,6 +48,13 @@ bench: $(STAMP)
 # One Blender extension zip per platform into dist/, validated (runtime wheels cached in dist/wheels).
 extension: $(STAMP)
 	$(PY) tools/build_extension.py
+
+# Rebuild the compiled muscle step for all four platforms (engine/native/, committed) after
+# editing engine/native/muscle_step.c; Zig comes from PyPI into its own .venv-build.
+compiled:
+	test -x .venv-build/bin/python || $(PYTHON) -m venv .venv-build
+	.venv-build/bin/python -m pip install --quiet ziglang==0.17.1
+	.venv-build/bin/python tools/build_native.py
 
 # Rebuild rigs/human284/*.npz from ../shared/reference/mass.
 rig: $(STAMP)
