@@ -8,13 +8,15 @@ Steps (no Blender binary needed; Blender's own extension builder, shipped inside
 
 1. Stage the package in dist/stage/sinew/: the add-on (blender_addon/*.py) becomes the
    package root, the engine is copied to sinew/engine/ and the model data to sinew/rigs/
-   (imported relatively, as bl_ext.<repo>.sinew.engine). Training code, tests, reference
+   (imported relatively, as bl_ext.<repo>.sinew.engine) with the platform's compiled muscle
+   step (engine/native/, step 3). Training code, tests, reference
    data and caches stay out; a check refuses any staged file that imports torch or bpy
    inside the engine.
 2. Fetch the runtime wheels for Python 3.11 (mujoco, its core and glfw, scipy) per platform
    into dist/wheels/ with `pip download --only-binary=:all: --no-deps` (cached: a wheel
    already there is not fetched again).
-3. Per platform, write the staged blender_manifest.toml (the repository's manifest plus
+3. Per platform, stage its compiled library (engine/native/sinew_muscle-<platform>.*) and
+   write the staged blender_manifest.toml (the repository's manifest plus
    `platforms = [that one]` and `wheels = [its wheels]`), `blender_ext build` it to
    dist/sinew-<version>-<platform>.zip and `blender_ext validate` the zip. (Not
    --split-platforms: Intel Macs need another mujoco than the "any" wheel the others use.)
@@ -159,6 +161,25 @@ def stage_package(stage: Path) -> None:
     check_sources(stage)
 
 
+def native_library(platform: str) -> str:
+    """The compiled muscle step for a platform (engine/native, built by tools/build_native.py),
+    relative to the package root; engine.compiled loads it by this name."""
+    suffix = {"linux": "so", "windows": "dll", "macos": "dylib"}[platform.split("-")[0]]
+    return f"engine/native/sinew_muscle-{platform}.{suffix}"
+
+
+def stage_native(stage: Path, platform: str) -> None:
+    """Put this platform's compiled library, and no other's, into the staged engine."""
+    ndir = stage / "engine" / "native"
+    if ndir.exists():
+        shutil.rmtree(ndir)
+    ndir.mkdir(parents=True)
+    src = ROOT / native_library(platform)
+    if not src.is_file():
+        raise SystemExit(f"build_extension: {src.relative_to(ROOT)} missing (run `make compiled`)")
+    shutil.copy2(src, stage / native_library(platform))
+
+
 def write_manifest(stage: Path, wheels: list[Path], platform: str) -> None:
     """The repository's manifest with `platforms` and `wheels = [...]` for one platform
     (its wheels copied to stage/wheels/, replacing any earlier platform's)."""
@@ -210,6 +231,7 @@ def main(argv=None) -> int:
     zips = {}
     for plat in platforms:
         write_manifest(stage, wheels[plat], plat)
+        stage_native(stage, plat)
         run_cli(cli, "validate", str(stage))
         z = out / f"sinew-{version}-{plat.replace('-', '_')}.zip"
         if z.exists():
@@ -222,7 +244,10 @@ def main(argv=None) -> int:
                   or "torch" in n.lower() or "__pycache__" in n]
         if leaked:
             raise SystemExit(f"build_extension: {z.name} holds files that must stay out: {leaked[:5]}")
-        zips[plat] = dict(path=str(z), bytes=z.stat().st_size, files=len(names),
+        native = [n for n in names if n.startswith("engine/native/") and not n.endswith("/")]
+        if native != [native_library(plat)]:
+            raise SystemExit(f"build_extension: {z.name} should carry {native_library(plat)} only, has {native}")
+        zips[plat] = dict(path=str(z), bytes=z.stat().st_size, files=len(names), native=native[0],
                           wheels=sorted(n.split("/")[-1] for n in names if n.endswith(".whl")))
     print(json.dumps(dict(version=version, zips=zips)))
     return 0
