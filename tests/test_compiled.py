@@ -135,3 +135,40 @@ def test_switch_off_falls_back_to_numpy_and_says_so_once():
 def test_default_path_is_compiled_here(rig):
     assert compiled.platform_name() == "linux-x64" or sys.platform != "linux"
     assert MuscleSystem(rig).path == "compiled"
+
+
+def _build_extension():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_extension", REPO / "tools" / "build_extension.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_each_platform_stage_carries_its_own_library(tmp_path):
+    """tools/build_extension.py puts exactly the platform's library into its staged package,
+    under the name engine.compiled looks for on that platform."""
+    be = _build_extension()
+    stage = tmp_path / "sinew"
+    be.stage_package(stage)
+    for plat in be.PLATFORMS:
+        be.stage_native(stage, plat)
+        staged = sorted(p.relative_to(stage).as_posix() for p in (stage / "engine" / "native").iterdir())
+        assert staged == [be.native_library(plat)]
+        assert (REPO / staged[0]) == compiled.library_path(plat)
+
+
+def test_built_zips_carry_their_platforms_library():
+    """Every zip in dist/ (make extension) holds its own platform's library and no other."""
+    import zipfile
+
+    be = _build_extension()
+    zips = sorted((REPO / "dist").glob("sinew-*.zip"))
+    if not zips:
+        pytest.skip("no extension zips in dist/ (make extension)")
+    for z in zips:
+        plat = z.stem.rsplit("-", 1)[1].replace("_", "-")
+        names = zipfile.ZipFile(z).namelist()
+        assert [n for n in names if n.startswith("engine/native/") and not n.endswith("/")] == \
+            [be.native_library(plat)], z.name
