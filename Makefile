@@ -37,8 +37,14 @@ demo: $(STAMP)
 	$(VENV)/bin/sinew bench --seconds 2
 	@echo "demo outputs in $(OUT)/"
 
+# The whole suite on the compiled muscle step, then the simulation tests again on the numpy
+# step it falls back to (SINEW_COMPILED=0).
+NUMPY_PATH_TESTS := tests/test_physics.py tests/test_arm_hold.py tests/test_muscle_step.py \
+	tests/test_simulation.py tests/test_tracking.py tests/test_training.py tests/test_compiled.py
+
 test: $(STAMP)
 	$(PY) -m pytest -q
+	SINEW_COMPILED=0 $(PY) -m pytest -q $(NUMPY_PATH_TESTS)
 
 bench: $(STAMP)
 	$(VENV)/bin/sinew bench --seconds 5
