@@ -199,7 +199,10 @@ class PolicyFile:
         return out
 
     def __post_init__(self):
-        self._cache = {n: self.layers(n) for n in _NETS}
+        # in float64 once: a float32 layer meets float64 features, and numpy would otherwise
+        # convert it on every call (the same values, 3x the time of the product)
+        self._cache = {n: [(np.asarray(W, np.float64), np.asarray(b, np.float64)) for W, b in self.layers(n)]
+                       for n in _NETS}
 
     @property
     def latent_dim(self) -> int:
