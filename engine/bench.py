@@ -7,7 +7,7 @@ the numpy and the compiled path (engine.compiled). Per backend the bare physics 
 the whole loop, before (numpy muscles; MuJoCo's model without the lean settings) and now.
 Old and new run interleaved in short blocks, so load on a shared machine hits both alike
 and their ratio means more than either time. The poses swing the limbs so lengths and
-rates vary from step to step as they would in a take.
+rates vary from step to step as they would in a take. Times are CPU time on one core.
 """
 from __future__ import annotations
 
@@ -37,13 +37,16 @@ def _poses(rig, n: int):
 
 
 BLOCK = 10  # steps per interleaved block
+# CPU time of this process, not wall time: what a step costs one core, barely moved by other
+# work on a shared machine (which stretches wall time 2x and more)
+CLOCK = time.process_time
 
 
 def interleaved(steppers: dict, n: int) -> dict:
     """Seconds per call of each zero-argument stepper, called n times each in alternating
     blocks of BLOCK calls."""
     total = dict.fromkeys(steppers, 0.0)
-    clock = time.perf_counter
+    clock = CLOCK
     for start in range(0, n, BLOCK):
         for name, step in steppers.items():
             t0 = clock()
@@ -69,7 +72,7 @@ def run_bench(seconds: float = 2.0, rig_name: str = "human284", backends=("mujoc
     action = np.random.default_rng(1).uniform(-0.1, 0.1, rig.num_muscles)
     state = fat.FatigueState.fresh(rig.num_muscles)
     stages = {k: 0.0 for k in ("lbs", "lengths", "hill_pd", "fatigue", "forces")}
-    clock = time.perf_counter
+    clock = CLOCK
     xp = ms._xp
     f0, l_rest = rig.muscle_f0, rig.muscle_rest_length
     with Progress("bench muscle step", n) as bar:
