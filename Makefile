@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.sinew-installed
 OUT    ?= out
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: demo test bench rig clean venv extension compiled
+.PHONY: demo test bench rig clean venv extension test-blender blender-envs compiled
 
 venv: $(STAMP)
 
@@ -37,23 +37,57 @@ demo: $(STAMP)
 	$(VENV)/bin/sinew bench --seconds 2
 	@echo "demo outputs in $(OUT)/"
 
-# The whole suite on the compiled muscle step, then the simulation tests again on the numpy
+# The suite runs on the compiled muscle step; the simulation tests run again on the numpy
 # step it falls back to (SINEW_COMPILED=0).
 NUMPY_PATH_TESTS := tests/test_physics.py tests/test_arm_hold.py tests/test_muscle_step.py \
 	tests/test_simulation.py tests/test_tracking.py tests/test_training.py tests/test_compiled.py
 
-test: $(STAMP)
-	$(PY) -m pytest -q
+test: $(STAMP) blender-envs extension
+	$(PY) -m pytest -q --ignore=tests/blender
 	SINEW_COMPILED=0 $(PY) -m pytest -q $(NUMPY_PATH_TESTS)
+	$(BLENDER_TESTS)
 
-bench: $(STAMP)
+bench: $(STAMP) blender-envs extension
 	$(VENV)/bin/sinew bench --seconds 5
 	$(PY) benchmarks/retarget_10min.py
 	$(PY) benchmarks/blender_display.py --repeat 3
+	$(PY) benchmarks/blender_vs_cli.py --bpy $(BLENDER_ENVS)/bpy-$(BPY_FULL)
 
 # One Blender extension zip per platform into dist/, validated (runtime wheels cached in dist/wheels).
 extension: $(STAMP)
 	$(PY) tools/build_extension.py
+
+# ---- Blender-like Pythons -------------------------------------------------------------------
+# The Blender tests run where the add-on sees only what Blender has: one virtual environment
+# per bpy version holding bpy, what bpy pulls in (numpy pinned to the one that Blender
+# bundles) and pytest, nothing of the project. The tests install the built zip into a
+# temporary Blender user folder. The whole Blender suite runs on BPY_FULL, the smoke path
+# (install, retarget, simulate 1 s, bake, cancel, reopen) on BPY_SMOKE. `python -I`: neither
+# the working directory nor PYTHON* variables reach it; no OPENBLAS_NUM_THREADS either, as in
+# Blender (the extension caps BLAS threads itself).
+BLENDER_ENVS ?= .blender
+BPY_FULL     ?= 4.5.15
+BPY_SMOKE    ?= 4.2.23 5.0.1
+BPY_PYTEST   := pytest==9.2.0
+# Blender 4.2 bundles numpy 1.24.3 and its bpy wheel does not pin it; 4.5 and 5.0 bundle 1.26.4.
+bpy_numpy = $(if $(filter 4.2.%,$(1)),1.24.3,1.26.4)
+BLENDER_STAMPS := $(foreach v,$(BPY_FULL) $(BPY_SMOKE),$(BLENDER_ENVS)/bpy-$(v)/.installed)
+BLENDER_PYTEST = cd tests/blender && env -u OPENBLAS_NUM_THREADS SINEW_EXTENSION_ZIP=$(LINUX_ZIP) \
+	../../$(BLENDER_ENVS)/bpy-$(1)/bin/python -I -m pytest -p no:cacheprovider --confcutdir . --import-mode=importlib -q
+BLENDER_TESTS = ($(call BLENDER_PYTEST,$(BPY_FULL))) && \
+	for v in $(BPY_SMOKE); do ($(call BLENDER_PYTEST,$$v) -m smoke) || exit 1; done
+LINUX_ZIP = $(CURDIR)/dist/sinew-$(shell sed -n 's/^version = "\(.*\)"/\1/p' blender_manifest.toml)-linux_x64.zip
+
+blender-envs: $(BLENDER_STAMPS)
+
+$(BLENDER_ENVS)/bpy-%/.installed:
+	rm -rf $(BLENDER_ENVS)/bpy-$*
+	$(PYTHON) -m venv $(BLENDER_ENVS)/bpy-$*
+	$(BLENDER_ENVS)/bpy-$*/bin/python -m pip install --quiet "bpy==$*" "numpy==$(call bpy_numpy,$*)" "$(BPY_PYTEST)"
+	touch $@
+
+test-blender: $(STAMP) blender-envs extension
+	$(BLENDER_TESTS)
 
 # Rebuild the compiled muscle step for all four platforms (engine/native/, committed) after
 # editing engine/native/muscle_step.c; Zig comes from PyPI into its own .venv-build.
@@ -67,4 +101,4 @@ rig: $(STAMP)
 	$(PY) rigs/human284/convert.py
 
 clean:
-	rm -rf $(VENV) $(OUT) .pytest_cache
+	rm -rf $(VENV) $(OUT) .pytest_cache $(BLENDER_ENVS)

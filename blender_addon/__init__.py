@@ -17,6 +17,11 @@ def _modules():
 
 
 def register() -> None:
+    from pathlib import Path
+
+    from . import runtime
+
+    runtime.check(Path(__file__).resolve().parent)  # wrong platform or a missing wheel: say so now
     for m in _modules():
         m.register()
 

@@ -33,6 +33,11 @@ def parser() -> argparse.ArgumentParser:
                     help="tracking controller's root residual strength in body weights (default 1; 0 = none); "
                          "a policy applies none")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--push", action="append", default=[], metavar="TIME:FX,FY,FZ:SECONDS[:BODY]",
+                    help="an external push: force in N (world frame) at the body's centre of mass (default the "
+                         "pelvis) from TIME for SECONDS; repeat for more")
+    ap.add_argument("--keep-calibration", action="store_true",
+                    help="keep a calibration pose (T- or A-pose frames) at the start of a clip (default: skip it)")
     ap.add_argument("--fps", type=int, default=None, help="output frame rate (default: the scene's)")
     ap.add_argument("--frame-start", type=int, default=None, help="first frame of the take (default: scene start)")
     ap.add_argument("--out", required=True, help="the .blend to write")
@@ -66,7 +71,8 @@ def run(argv) -> int:
         job = core.prepare_simulation(context, arm, clips, fps=args.fps, controller=args.controller,
                                       policy=args.policy, fatigue_scale=args.fatigue_scale, F=args.F, R=args.R,
                                       r=args.r, residual=residual, seed=args.seed,
-                                      repetitions=args.repetitions)
+                                      repetitions=args.repetitions, keep_calibration=args.keep_calibration,
+                                      pushes=args.push)
         take = job.run()
         sim_s = time.perf_counter() - t0
         start = args.frame_start if args.frame_start is not None else context.scene.frame_start
@@ -85,6 +91,6 @@ def run(argv) -> int:
     out_info = dict(action=info["action"], frames=info["frames"], out=str(out), armature=arm.name,
                     frame_start=info["frame_start"], frame_end=info["frame_end"], fps=info["fps"],
                     simulate_s=round(sim_s, 3), bake_s=info["bake_s"], fell=summ.get("fell"),
-                    MF_mean_by_group=summ.get("MF_mean_by_group"))
+                    MF_mean_by_group=summ.get("MF_mean_by_group"), pushes=summ.get("pushes", []))
     print(json.dumps(out_info))
     return 0

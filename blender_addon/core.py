@@ -75,6 +75,29 @@ def store_mapping(arm, mapping: dict, label: str) -> None:
             it.body = body
         it.bone = mapping.get(body, "")
     s.map_source = label
+    save_state(arm)
+
+
+def save_state(arm) -> None:
+    """Mirror the bone map and retarget state into the string arm.sinew_saved (props)."""
+    s = arm.sinew
+    arm.sinew_saved = json.dumps(dict(mapping=stored_mapping(arm), source=s.map_source, retargeted=s.retargeted,
+                                      model_scale=s.model_scale))
+
+
+def restore_state(arm) -> bool:
+    """Put the mirrored state back where a reload lost it (library overrides); True if it did."""
+    try:
+        saved = json.loads(arm.sinew_saved or "{}")
+    except ValueError:
+        return False
+    s = arm.sinew
+    if not saved or (stored_mapping(arm) == saved["mapping"] and s.retargeted == saved["retargeted"]):
+        return False
+    store_mapping(arm, saved["mapping"], saved["source"])
+    s.retargeted, s.model_scale = saved["retargeted"], saved["model_scale"]
+    save_state(arm)
+    return True
 
 
 def export_mapping(arm, path) -> Path:
@@ -145,6 +168,7 @@ def retarget_to_model(context, arm, prefs=None) -> dict:
     info = display.build_display(context, arm, rt, load_model(), meshes_path(), prefs)
     arm.sinew.model_scale = 1.0 / rt.scale
     arm.sinew.retargeted = True
+    save_state(arm)
     info.update(mapped_bodies=len(rt.mapping), character_scale=round(1.0 / rt.scale, 4))
     return info
 
@@ -156,8 +180,9 @@ def scene_fps(scene) -> float:
     return float(round(fps)) if abs(fps - round(fps)) < 1e-3 else fps
 
 
-def action_reference(context, arm, frame_start: int, frame_end: int):
-    """The armature's current animation retargeted to the model (a Reference at 120 Hz)."""
+def action_reference(context, arm, frame_start: int, frame_end: int, keep_calibration: bool = False):
+    """The armature's current animation retargeted to the model (a Reference at 120 Hz); a
+    calibration pose at its start is skipped unless keep_calibration."""
     from .armature import action_motion
 
     rt = retargeter(arm)
@@ -166,10 +191,10 @@ def action_reference(context, arm, frame_start: int, frame_end: int):
     if frame_end <= frame_start:
         raise ParameterError("clip", f"the action's frame range {frame_start}..{frame_end} is empty")
     motion = action_motion(arm, rt.skeleton, frame_start, frame_end, scene_fps(context.scene))
-    return rt.to_model(motion, source=f"action {arm.animation_data.action.name}")
+    return rt.to_model(motion, source=f"action {arm.animation_data.action.name}", keep_calibration=keep_calibration)
 
 
-def check_clip_file(path: str):
+def check_clip_file(path: str, keep_calibration: bool = False):
     """Fail early and clearly on a missing or unreadable clip."""
     p = Path(bpy_abspath(path))
     if not p.is_file():
@@ -179,7 +204,7 @@ def check_clip_file(path: str):
     from .engine.control.plan import load_clip
 
     try:
-        ref, _ = load_clip(load_model(), p)
+        ref, _ = load_clip(load_model(), p, keep_calibration=keep_calibration)
     except SinewError:
         raise
     except Exception as e:  # a parser that failed in an unexpected way still names the file
@@ -210,10 +235,10 @@ class SimulationJob:
     """
 
     def __init__(self, clips, fps: int, controller="tracking", fatigue=None, residual=1.0, seed=0,
-                 backend="mujoco", policy=None):
+                 backend="mujoco", policy=None, pushes=()):
         self.clips, self.fps, self.controller = clips, int(fps), controller
         self.fatigue, self.residual, self.seed = fatigue, residual, seed
-        self.backend, self.policy = backend, policy
+        self.backend, self.policy, self.pushes = backend, policy, list(pushes)
         self.fraction = 0.0
         self.take = None
         self.error: BaseException | None = None
@@ -234,10 +259,14 @@ class SimulationJob:
 
         self.started = time.perf_counter()
         kwargs = dict(controller=self.controller, fatigue=self.fatigue, backend=self.backend,
-                      seed=int(self.seed), fps=self.fps, params=TrackingParams(residual=float(self.residual)))
+                      seed=int(self.seed), fps=self.fps, params=TrackingParams(residual=float(self.residual)),
+                      pushes=self.pushes)
         if self.policy:
             kwargs["policy"] = self.policy
-        self.take = take_mod.simulate(load_model(), self.clips, progress=self._progress, **kwargs)
+        from .runtime import single_blas_thread
+
+        with single_blas_thread():
+            self.take = take_mod.simulate(load_model(), self.clips, progress=self._progress, **kwargs)
         self.fraction = 1.0
         self.finished = time.perf_counter()
         return self.take
@@ -289,6 +318,27 @@ def tiring_note(take) -> str:
     if not soon:
         return ""
     return "tiring (3CC-r): " + ", ".join(f"{g.replace('_', ' ')} spent after ~{t:.0f} s" for t, g in sorted(soon))
+
+
+def calibration_note(take) -> str:
+    """The calibration poses skipped at the start of the take's clips, e.g. 'skipped a T-pose
+    at the start of walk.bvh (1 frame)', or ''."""
+    parts = [f"skipped {'an' if c['calibration']['pose'] == 'A-pose' else 'a'} {c['calibration']['pose']} at the start "
+             f"of {Path(c['source']).name} ({c['calibration']['frames']} frame{'s' if c['calibration']['frames'] > 1 else ''})"
+             for c in take.meta.get("clips", []) if (c.get("calibration") or {}).get("skipped")]
+    return "; ".join(parts)
+
+
+def push_note(take) -> str:
+    """How the character came through each push (engine.push), e.g. 'push at 2 s: back
+    after 0.8 s', or ''."""
+    rows = take.meta.get("summary", {}).get("pushes") or []
+    parts = []
+    for r in rows:
+        how = ("not reached" if not r["reached"] else "fell" if r["fell"] else "not back in the take"
+               if r["recovered_after_s"] is None else f"back after {r['recovered_after_s']:.1f} s")
+        parts.append(f"push at {r['time']:g} s: {how}")
+    return "; ".join(parts)
 
 
 def take_pose(take):
@@ -344,12 +394,18 @@ def bake_take(context, arm, take, frame_start: int | None = None, action_name: s
 
 # ---- one entry point for the operator and the batch script -----------------------------------
 def prepare_simulation(context, arm, clips, fps=None, controller="tracking", policy=None, fatigue_scale=50.0,
-                       F=0.01, R=0.002, r=2.0, residual=1.0, seed=0, repetitions=None) -> SimulationJob:
+                       F=0.01, R=0.002, r=2.0, residual=1.0, seed=0, repetitions=None, keep_calibration=False,
+                       pushes=()) -> SimulationJob:
     """Check everything before any work and return a job ready to run.
 
     clips: [(path or "ACTION", seconds or None)]; None seconds = the clip's own length (times
-    `repetitions` when given). Nothing in the scene or the armature is changed."""
+    `repetitions` when given); a calibration pose at a clip's start is skipped unless
+    keep_calibration. pushes: engine.push specs (a text field's string, or a list). Nothing
+    in the scene or the armature is changed."""
+    from .engine.push import check_pushes, parse_pushes
     from .engine.take import check_fps
+
+    pushes = check_pushes(parse_pushes(pushes) if isinstance(pushes, str) else pushes, load_model())
 
     if arm is None or getattr(arm, "type", None) != "ARMATURE":
         raise ParameterError("armature", f"{getattr(arm, 'name', arm)!r} is not an armature")
@@ -359,9 +415,10 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
     out = []
     for src, seconds in clips:
         if src == "ACTION":
-            ref = action_reference(context, arm, context.scene.frame_start, context.scene.frame_end)
+            ref = action_reference(context, arm, context.scene.frame_start, context.scene.frame_end,
+                                   keep_calibration)
         else:
-            ref = check_clip_file(src)
+            ref = check_clip_file(src, keep_calibration)
         length = ref.seconds if seconds is None else float(seconds)
         if seconds is None and repetitions:
             length = ref.seconds * int(repetitions)
@@ -371,8 +428,9 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
             raise ParameterError("policy", "the policy controller needs a policy file")
         if not Path(bpy_abspath(policy)).is_file():
             raise InputFileError(bpy_abspath(policy), "policy file not found")
+    pushes = check_pushes(pushes, load_model(), sum(round(120 * s) for _, s in out) / 120.0)  # inside the take
     return SimulationJob(out, fps, controller=controller, fatigue=fatigue_params(fatigue_scale, F, R, r),
-                         residual=residual, seed=seed, policy=policy)
+                         residual=residual, seed=seed, policy=policy, pushes=pushes)
 
 
 def settings_job(context, s) -> tuple[object, SimulationJob]:
@@ -395,7 +453,8 @@ def settings_job(context, s) -> tuple[object, SimulationJob]:
         policy = p.default_policy if p is not None else ""
     job = prepare_simulation(context, arm, [(src, seconds)], controller=s.controller, policy=policy,
                              fatigue_scale=s.fatigue_scale, F=s.F, R=s.R, r=s.r, residual=s.residual,
-                             seed=s.seed, repetitions=s.repetitions if s.length_mode == "REPEAT" else None)
+                             seed=s.seed, repetitions=s.repetitions if s.length_mode == "REPEAT" else None,
+                             keep_calibration=s.keep_calibration, pushes=s.pushes)
     return arm, job
 
 

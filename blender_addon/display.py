@@ -499,6 +499,14 @@ def set_mode(mod, color_mode: str) -> None:
     set_input(mod, "Channel", CHANNELS.get(color_mode, CHANNELS["ACTIVATION"]))
 
 
+def _use_nodes(mat) -> None:
+    """Node materials: a switch before Blender 5.0, always on (and the switch deprecated) since."""
+    import bpy
+
+    if bpy.app.version < (5, 0, 0):
+        mat.use_nodes = True
+
+
 def muscle_material(color_map: str = "WHITE_RED"):
     import bpy
 
@@ -506,7 +514,7 @@ def muscle_material(color_map: str = "WHITE_RED"):
     mat = bpy.data.materials.get(name)
     if mat is None:
         mat = bpy.data.materials.new(name)
-        mat.use_nodes = True
+        _use_nodes(mat)
         nt = mat.node_tree
         bsdf = nt.nodes.get("Principled BSDF")
         attr = nt.nodes.new("ShaderNodeAttribute")
@@ -541,7 +549,7 @@ def bone_material():
     mat = bpy.data.materials.get("Sinew Bone")
     if mat is None:
         mat = bpy.data.materials.new("Sinew Bone")
-        mat.use_nodes = True
+        _use_nodes(mat)
         bsdf = mat.node_tree.nodes.get("Principled BSDF")
         bsdf.inputs["Base Color"].default_value = (0.85, 0.82, 0.72, 1.0)
         mat.diffuse_color = (0.85, 0.82, 0.72, 1.0)

@@ -33,9 +33,15 @@ def _is_armature(self, obj):
     return obj.type == "ARMATURE"
 
 
+def _bone_changed(self, context):
+    from . import core
+
+    core.save_state(self.id_data)
+
+
 class SINEW_PG_bone_map_item(bpy.types.PropertyGroup):
     body: StringProperty(override=OV, name="Model body")
-    bone: StringProperty(override=OV, name="Bone",
+    bone: StringProperty(override=OV, name="Bone", update=_bone_changed,
                          description="Armature bone driving this model body (empty: unmapped)")
 
 
@@ -84,6 +90,15 @@ class SINEW_PG_scene(bpy.types.PropertyGroup):
     residual: FloatProperty(name="Residual", default=1.0, min=0.0, soft_max=2.0,
                             description="Root residual strength in body weights (0 = none)")
     seed: IntProperty(name="Seed", default=0, min=0)
+    keep_calibration: BoolProperty(
+        name="Keep calibration pose", default=False,
+        description="Keep T- or A-pose frames at the start of the clip that jump to the motion "
+                    "(by default they are found and skipped)")
+    pushes: StringProperty(
+        name="Pushes", default="",
+        description="Shoves during the take, TIME:FX,FY,FZ:SECONDS[:BODY] separated by spaces or ';': "
+                    "a world-frame force in newtons at the body's centre of mass (default the pelvis) from "
+                    "TIME for SECONDS, e.g. 2:0,-120,0:0.2")
     frame_start: IntProperty(name="Start frame", default=1)
     use_scene_start: BoolProperty(name="Scene start", default=True)
     last_report: StringProperty(default="")
@@ -92,15 +107,32 @@ class SINEW_PG_scene(bpy.types.PropertyGroup):
 CLASSES = (SINEW_PG_bone_map_item, SINEW_PG_armature, SINEW_PG_scene)
 
 
+@bpy.app.handlers.persistent
+def _restore_overrides(*_args):
+    from . import core
+
+    for ob in bpy.data.objects:
+        if ob.override_library is not None and ob.library is None and ob.sinew_saved:
+            core.restore_state(ob)
+
+
 def register():
     for c in CLASSES:
         bpy.utils.register_class(c)
     bpy.types.Object.sinew = PointerProperty(type=SINEW_PG_armature, override=OV)
+    # The bone map and retarget state again, as one string (core.save_state): a library
+    # override loses the pointer's settings on reload (Blender 5.0 replays the pointer itself
+    # and fails; 4.x keeps only some inserted bone-map items), a plain string survives.
+    bpy.types.Object.sinew_saved = StringProperty(override=OV, options={"HIDDEN"})
     bpy.types.Scene.sinew = PointerProperty(type=SINEW_PG_scene)
+    bpy.app.handlers.load_post.append(_restore_overrides)
 
 
 def unregister():
+    if _restore_overrides in bpy.app.handlers.load_post:
+        bpy.app.handlers.load_post.remove(_restore_overrides)
     del bpy.types.Scene.sinew
+    del bpy.types.Object.sinew_saved
     del bpy.types.Object.sinew
     for c in reversed(CLASSES):
         bpy.utils.unregister_class(c)

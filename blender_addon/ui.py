@@ -60,6 +60,7 @@ class SINEW_PT_simulate(_Panel, bpy.types.Panel):
         lay.prop(s, "clip_source", expand=True)
         if s.clip_source == "FILE":
             lay.prop(s, "clip_path")
+        lay.prop(s, "keep_calibration")
         lay.prop(s, "length_mode", expand=True)
         lay.prop(s, "seconds" if s.length_mode == "SECONDS" else "repetitions")
         col = lay.column(align=True)
@@ -73,6 +74,7 @@ class SINEW_PT_simulate(_Panel, bpy.types.Panel):
             lay.prop(s, "policy_path")
         else:  # a policy applies no root residual
             lay.prop(s, "residual")
+        lay.prop(s, "pushes")
         lay.prop(s, "seed")
         row = lay.row(align=True)
         row.prop(s, "use_scene_start")

@@ -30,6 +30,10 @@ def cmd_bake(args, extra: list[str] | None = None) -> int:
     passthrough = ["--armature", args.armature, "--out", args.out]
     for c in args.clip:
         passthrough += ["--clip", c]
+    for push in args.push:
+        passthrough += ["--push", push]
+    if args.keep_calibration:
+        passthrough.append("--keep-calibration")
     for flag, value in (("--fatigue-scale", args.fatigue_scale), ("--F", args.F), ("--R", args.R), ("--r", args.r),
                         ("--controller", args.controller), ("--policy", args.policy),
                         ("--residual", args.residual), ("--seed", args.seed), ("--fps", args.fps),
@@ -89,6 +93,11 @@ def add_bake_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--policy", help="policy .npz for --controller policy (sinew export-policy)")
     p.add_argument("--residual", type=float, help="root residual strength in body weights (0 = none, default 1)")
     p.add_argument("--seed", type=int, help="random seed (default 0); same inputs and seed give the same take")
+    p.add_argument("--push", action="append", default=[], metavar="TIME:FX,FY,FZ:SECONDS[:BODY]",
+                   help="an external push: force in N (world frame) at the body's centre of mass (default the "
+                        "pelvis) from TIME for SECONDS; repeat for more")
+    p.add_argument("--keep-calibration", action="store_true",
+                   help="keep a calibration pose (T- or A-pose frames) at the start of a clip (default: skip it)")
     p.add_argument("--fps", type=int, help="output frame rate (default: the scene's)")
     p.add_argument("--frame-start", type=int, help="first frame of the baked action (default: the scene start)")
     p.add_argument("--blender", help="Blender executable (default: $BLENDER or `blender` on PATH)")

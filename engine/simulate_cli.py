@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from . import take_report
 from .argtypes import number
 
 EPILOG = """examples:
@@ -16,6 +17,17 @@ EPILOG = """examples:
   sinew simulate --clip run.bvh:60 --clip walk.bvh:20 --fatigue-scale 50 --out run_walk/ --json
   sinew simulate --clip ref.npz:30 --residual 0.5 --fps 24 --seed 3
   sinew simulate --clip walk.bvh:10 --controller policy --policy walk_policy.npz
+  sinew simulate --clip walk.bvh:10 --push 4:0,-120,0:0.2 --push 7:120,0,0:0.2:Torso
+  sinew simulate --clip cmu_walk.bvh:20 --keep-calibration
+
+--push TIME:FX,FY,FZ:SECONDS[:BODY] shoves the character: a world-frame force in newtons
+at the body's centre of mass (default the pelvis; x is the character's left, -y its
+facing at the start of the bundled clips, z up) from TIME for SECONDS. The report says
+how it recovered: its joint error before, at its peak and after, how far the pelvis went
+off its path, whether it fell, and when the gait was back (joint error within 2 deg of
+the 3 s before the push). A calibration pose at the start of a BVH clip (T- or A-pose
+frames that jump or ease into the motion) is skipped and said so; --keep-calibration
+keeps it.
 
 --controller policy follows the chained clips through the policy's posterior, with the
 muscles alone (no residual: a policy that has not learnt balance falls, and the take
@@ -24,7 +36,8 @@ stops there).
 A clip is a BVH file (retargeted on the fly) or a reference .npz from `sinew retarget`;
 CLIP:SECONDS plays it (looping) for that long, default one pass. Clips play in order,
 cross-faded at each switch. Writes take.npz, report.json, report.md, activation.png
-(muscle activation heat map) and fatigue.png (M_F by muscle group).
+(muscle activation heat map), fatigue.png (M_F by muscle group) and gait.png (speed,
+cadence, stride, knee flexion, trunk lean and root height over the take, beside M_F).
 
 Before simulating, each clip is solved along its reference with the muscles free (no
 fatigue): the report says how much joint torque it asks beyond the muscles and how much
@@ -51,6 +64,11 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
                    help="tracking controller's root residual strength: bound on the pelvis 'hand of god' "
                    "force in body weights (and torque in body weight x 1 m); 0 = none (default 1). "
                    "A policy applies none")
+    p.add_argument("--push", action="append", default=[], metavar="TIME:FX,FY,FZ:SECONDS[:BODY]",
+                   help="an external push: force in N (world frame) at the body's centre of mass from TIME "
+                   "for SECONDS; BODY defaults to Pelvis; repeat for more")
+    p.add_argument("--keep-calibration", action="store_true",
+                   help="keep a calibration pose (T- or A-pose frames) at the start of a BVH clip (default: skip it)")
     p.add_argument("--backend", choices=("mujoco", "ode"), default="mujoco", help="physics backend (default mujoco)")
     p.add_argument("--seed", type=number("--seed", 0, integer=True), default=0, help="random seed (default 0)")
     p.add_argument("--fps", type=number("--fps", positive=True), default=30.0,
@@ -72,9 +90,11 @@ def parse_clips(items) -> list[tuple[str, float | None]]:
 def cmd_simulate(args) -> int:
     from . import fatigue as fat
     from .errors import InputFileError, ParameterError
+    from .push import check_pushes, parse_push
     from .take import check_clips, check_fps, check_residual
 
     # everything checked before any work, one line each
+    pushes = [parse_push(spec) for spec in args.push]
     clips = []
     for path, seconds in parse_clips(args.clip):
         p = Path(path)
@@ -94,10 +114,11 @@ def cmd_simulate(args) -> int:
     from .rig import load_rig
 
     rig = load_rig(args.rig)
+    pushes = check_pushes(pushes, rig)  # a known body (the window is checked once the clips are read)
     params = TrackingParams(residual=residual).validate()
     loaded = []
     for path, seconds in clips:  # read/retarget the clips (fails fast on a bad file)
-        ref, _ = load_clip(rig, path)
+        ref, _ = load_clip(rig, path, keep_calibration=args.keep_calibration)
         loaded.append((ref, path, ref.seconds if seconds is None else seconds))
     check_clips([(r, s) for r, _, s in loaded])
     from .take import simulate
@@ -108,7 +129,8 @@ def cmd_simulate(args) -> int:
 
         policy = load_policy(args.policy, rig)  # refuses another rig, version or a broken file
     take = simulate(rig, [(r, s) for r, _, s in loaded], controller=args.controller, fatigue=fatigue,
-                    backend=args.backend, seed=int(args.seed), fps=fps, params=params, policy=policy)
+                    backend=args.backend, seed=int(args.seed), fps=fps, params=params, policy=policy,
+                    pushes=pushes)
     for c, (_, path, _) in zip(take.meta["clips"], loaded):
         c["source"] = str(path)
     out = Path(args.out)
@@ -132,10 +154,11 @@ def write_outputs(take, rig, out: Path, plots: bool = True) -> list[Path]:
     (out / "report.json").write_text(json.dumps(report, indent=1))
     files.append(out / "report.json")
     if plots:
-        from .take_plots import activation_heatmap, fatigue_by_group
+        from .take_plots import activation_heatmap, fatigue_by_group, gait_plot
 
         files.append(activation_heatmap(out / "activation.png", take, rig))
         files.append(fatigue_by_group(out / "fatigue.png", take, rig))
+        files.append(gait_plot(out / "gait.png", take, rig))
     (out / "report.md").write_text(report_markdown(take, files))
     files.append(out / "report.md")
     return files
@@ -156,7 +179,7 @@ def report_lines(take, files) -> list[str]:
         f"torque mean {s['residual_torque_mean_Nm']:.1f} N m" if take.meta["controller"] == "tracking"
         else "residual    none (the policy's muscles alone)",
         "M_F mean    " + ", ".join(f"{g} {v:.3f}" for g, v in s["MF_mean_by_group"].items()),
-    ] + effort_lines(take) + demand_lines(take) + [
+    ] + effort_lines(take) + demand_lines(take) + take_report.extra_lines(take) + [
         "wrote       " + ", ".join(str(f) for f in files),
     ]
 
@@ -200,6 +223,7 @@ def report_markdown(take, files) -> str:
     if s["fell"] or s["diverged"]:
         lines += [f"**The take stopped early: {m['stop_reason']}.** It is kept up to {s['seconds']:.2f} s "
                   f"of the planned {s['planned_seconds']:.2f} s.", ""]
+    lines += take_report.glance_lines(take)
     lines += ["| clip | seconds |", "|---|---|"] + [f"| {c['source']} | {c['seconds']:g} |" for c in m["clips"]]
     lines += ["", "| figure | value |", "|---|---|"]
     for k in ("seconds", "realtime_factor", "joint_err_deg_mean", "root_err_cm_mean", "fell", "diverged",
@@ -231,6 +255,7 @@ def report_markdown(take, files) -> str:
             worst = ", ".join(f"{k} {v:.0f}" for k, v in d["worst_joints"].items())
             lines.append(f"| {Path(d['clip']).name} | {d['unmet_joint_torque_Nm_mean']:.0f} / {d['unmet_joint_torque_Nm_max']:.0f} | "
                          f"{d['root_help_body_weights_mean']:.2f} / {d['root_help_body_weights_max']:.2f} | {worst} |")
+    lines += take_report.extra_markdown(take)
     lines += ["", f"Controller: {m['controller']}, backend {m['backend']}, fatigue scale "
               f"{m['fatigue']['scale']:g} (F = {m['fatigue']['F']:g}, R = {m['fatigue']['R']:g}, r = {m['fatigue']['r']:g}), "
               f"seed {m['seed']}, {m['fps']} fps.",

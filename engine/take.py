@@ -217,20 +217,24 @@ def joint_errors_deg(rig: Rig, diff: np.ndarray) -> float:
 
 def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.FatigueParams | None = None,
              backend: str = "mujoco", seed: int = 0, fps: int = 30, params=None, policy=None,
-             label: str = "simulating", blend: float = 0.4, progress=None) -> Take:
+             label: str = "simulating", blend: float = 0.4, progress=None, pushes=()) -> Take:
     """Simulate a take of clips [(path or Reference, seconds), ...] played in order (each
     looped for its duration, cross-faded into the next) under a controller; see Take.
     controller "tracking" uses `params` (TrackingParams: gains, root residual); "policy" runs
     the exported `policy` in track mode along the same chain and applies no residual (the
-    take's meta then has tracking = None).
+    take's meta then has tracking = None). `pushes`: engine.push Push objects or
+    'TIME:FX,FY,FZ:SECONDS[:BODY]' strings, external forces kept apart from the residual
+    (meta["pushes"]; the summary says how the character recovered from each).
 
     `progress(fraction)`, when given, is called about 100 times during the run (and replaces
     the terminal bar); an exception it raises (a user's cancel) stops the run and propagates."""
     from .control.plan import MotionPlan, load_clip
     from .control.tracking import TrackingController, TrackingParams
+    from .push import PushSchedule, check_pushes
     from .simulation import Recording, Simulation, SimulationDiverged
 
     clips = check_clips(clips)
+    pushes = check_pushes(pushes, rig)
     fps = check_fps(fps)
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ParameterError("seed", f"must be a whole number >= 0, got {seed!r}")
@@ -245,6 +249,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         ref, name = load_clip(rig, src)
         refs.append((ref, seconds, name))
     plan = MotionPlan(rig, refs, blend=blend)
+    pushes = check_pushes(pushes, rig, plan.total_steps / 120.0)  # inside the take
     gains = None
     if controller == "policy":
         from .control.policy import PolicyController, load_policy
@@ -262,6 +267,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         q0[2] += 0.001 - low
         sim.physics.set_q(q0, v0)
     sim.state = sim.physics.body_state()
+    schedule = PushSchedule(rig, pushes, sim.dt)
     if controller == "policy":  # the posterior follows the plan: every clip of the chain, cross-fades included
         from .control.policy import PlanTrack
 
@@ -313,7 +319,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     stop_time = None
     reason = ""
     t_ctrl = t_step = 0.0
-    wall0 = time.perf_counter()
+    wall0, cpu0 = time.perf_counter(), time.thread_time()  # CPU time: a speed a busy machine does not skew
     clock = time.perf_counter
     cmd = None
     every = max(n // 100, 1)
@@ -326,6 +332,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
                     cmd = ctrl.act(sim, sim.state)
                     t_ctrl += clock() - t0
                 t0 = clock()
+                schedule.apply(sim)
                 res = sim.step(cmd)
                 t_step += clock() - t0
                 sim._check(_EMPTY)
@@ -341,23 +348,25 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
                     progress(i / n)
         except SimulationDiverged as e:
             diverged, stop_time, reason = True, sim.time, str(e)
-    wall = clock() - wall0
+    wall, cpu = clock() - wall0, time.thread_time() - cpu0
     arrays = {k: np.asarray(v) for k, v in rec.items()}
     arrays["segment"] = arrays["segment"].astype(np.int32)
     sim_seconds = sim.time
     meta = dict(
         fps=fps, seed=int(seed), controller=controller, backend=backend, rig=rig.name,
         clips=[dict(name=name, seconds=float(sec), frames=int(ref.num_frames),
-                    source=str(src) if not hasattr(src, "meta") else name)
+                    source=str(src) if not hasattr(src, "meta") else name,
+                    calibration=ref.meta.get("calibration"))
                for (ref, sec, name), (src, _) in zip(refs, clips)],
         fatigue=asdict(fatigue), tracking=_params_dict(params) if controller == "tracking" else None,
-        blend_s=blend, demands=demands,
+        blend_s=blend, demands=demands, pushes=[p.as_dict() for p in pushes],
         segments=[dict(label=s.label, start_s=s.start / 120.0, seconds=s.steps / 120.0, phase_frame=s.phase)
                   for s in plan.segments],
         planned_seconds=n / 120.0, simulated_seconds=sim_seconds,
         fell=fell, diverged=diverged, stopped_at_s=stop_time, stop_reason=reason,
         versions=_versions(), muscle_names=list(rig.muscle_names), groups=list(GROUPS),
-        timing=dict(wall_s=wall, controller_s=t_ctrl, prepare_s=getattr(ctrl, "stats", {}).get("prepare_s", 0.0),
+        timing=dict(wall_s=wall, cpu_s=cpu, controller_s=t_ctrl,
+                    prepare_s=getattr(ctrl, "stats", {}).get("prepare_s", 0.0),
                     solve_s=getattr(ctrl, "stats", {}).get("solve_s", 0.0), muscles_and_physics_s=t_step,
                     decisions=getattr(ctrl, "stats", {}).get("decisions", (sim.steps + ctrl.period - 1) // ctrl.period),
                     steps=sim.steps),
@@ -406,6 +415,9 @@ def effort(take: Take, rig: Rig, p: fat.FatigueParams) -> tuple[dict, dict]:
 
 def summarize(take: Take, rig: Rig) -> dict:
     """The figures `sinew simulate --json` prints."""
+    from .gait import take_gait
+    from .push import recoveries
+
     m = take.meta
     fatigue = fat.FatigueParams(**m["fatigue"])
     effort_by_group, exhausted_s = effort(take, rig, fatigue)
@@ -431,6 +443,7 @@ def summarize(take: Take, rig: Rig) -> dict:
         MF_final_by_group={g: round(float(mf[-1, i]), 5) for i, g in enumerate(GROUPS)},
         effort_by_group=effort_by_group, exhausted_after_s_by_group=exhausted_s,
         endurance_limit=round(fat.endurance_limit(fatigue), 4),
+        pushes=recoveries(take), gait=take_gait(take, rig),
         frames=take.num_frames, fps=m["fps"],
         step_ms=dict(
             controller_per_step=round(1e3 * t["controller_s"] / max(t["steps"], 1), 4),

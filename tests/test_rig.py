@@ -165,7 +165,8 @@ def test_bad_rig_files_are_refused_by_name(tmp_path, rig, case, expect):
 
 
 def test_converter_reproduces_the_committed_rig(tmp_path, rig):
-    """The committed file is what rigs/human284/convert.py makes from ../shared today."""
+    """The committed file is what rigs/human284/convert.py makes from ../shared today (to
+    1e-12 m: numpy builds differ in the last bit of a few waypoint transforms, 5.6e-17 m)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("convert", REPO / "rigs" / "human284" / "convert.py")
@@ -174,4 +175,4 @@ def test_converter_reproduces_the_committed_rig(tmp_path, rig):
     mod.convert(MASS, tmp_path)
     fresh = load_rig(tmp_path / "human284.npz")
     for name in ("body_rest_pos", "body_rest_rot", "wp_local", "wp_weight", "muscle_rest_length", "joint_pos"):
-        assert np.array_equal(getattr(fresh, name), getattr(rig, name)), name
+        assert np.allclose(getattr(fresh, name), getattr(rig, name), rtol=0, atol=1e-12), name

@@ -291,9 +291,10 @@ def parse_clip_arg(text: str) -> tuple[str, float | None]:
     return text, None
 
 
-def load_clip(rig: Rig, source) -> tuple[Reference, str]:
+def load_clip(rig: Rig, source, keep_calibration: bool = False) -> tuple[Reference, str]:
     """A clip as a Reference: a Reference passes through, a .bvh file is retargeted (its
-    bone names picked up by the presets), an .npz is read as a saved reference."""
+    bone names picked up by the presets; a calibration pose at its start skipped unless
+    keep_calibration), an .npz is read as a saved reference."""
     if isinstance(source, Reference):
         return source, str(source.meta.get("source") or "reference")
     path = Path(source)
@@ -307,7 +308,7 @@ def load_clip(rig: Rig, source) -> tuple[Reference, str]:
     if suffix == ".bvh":
         from ..motion.retarget import retarget_file
 
-        ref, _, _ = retarget_file(path, rig)
+        ref, _, _ = retarget_file(path, rig, keep_calibration=keep_calibration)
         return ref, path.name
     raise InputFileError(path, "unknown clip type: expected a .bvh file or a reference .npz "
                          "(from sinew retarget)")

@@ -16,6 +16,11 @@ EPILOG_RETARGET = """examples:
   sinew retarget mixamo_run.bvh --preset mixamo --json
   sinew retarget mocap.bvh --map my_rig_map.json --units cm --out mocap_ref.npz
   sinew retarget clip.bvh --preset cmu --map fix_spine.json     # the map overrides the preset
+  sinew retarget cmu_walk.bvh --keep-calibration                  # keep its opening T-pose
+
+A calibration pose at the start (T- or A-pose frames joined to the motion by a jump far
+above the clip's ordinary frame-to-frame change, or easing into it) is skipped, and the
+output says so.
 
 presets: mass (Character1_*), mixamo (mixamorig:*), rigify (DEF-*), unreal (pelvis, thigh_l,
 ...), cmu (Hips, LeftUpLeg, ...), smpl (pelvis, left_hip, ...). Without --preset every preset
@@ -31,6 +36,8 @@ EPILOG_PREVIEW = """examples:
 
 
 def _summary_lines(ref, out: Path | None) -> list[str]:
+    from .calibration import describe
+
     s = ref.summary()
     m = ref.meta
     lines = [
@@ -42,6 +49,8 @@ def _summary_lines(ref, out: Path | None) -> list[str]:
         f"foot skate  {s['foot_skate_cm']:.3f} cm per contact frame ({s['foot_skate_cm_per_s']:.1f} cm/s)",
         f"lowest foot {s['lowest_foot_min_cm']:+.1f} .. {s['lowest_foot_max_cm']:+.1f} cm (mean {s['lowest_foot_mean_cm']:+.1f})",
     ]
+    if m.get("calibration"):
+        lines.append(f"calibration {describe(m['calibration'])}")
     if out is not None:
         lines.append(f"reference   {out}")
     return lines
@@ -61,11 +70,12 @@ def cmd_retarget(args) -> int:
     rig = load_rig(args.rig)
     rt = Retargeter.build(rig, motion.skeleton, preset=args.preset, mapping=args.map)
     with Progress("retargeting", 1.0) as bar:
-        ref = rt.to_model(motion, fps=args.fps, source=str(clip), progress=bar.update)
+        ref = rt.to_model(motion, fps=args.fps, source=str(clip), progress=bar.update,
+                          keep_calibration=args.keep_calibration)
     out = Path(args.out) if args.out else Path(clip.stem + "_ref.npz")
     ref.save(out)
     summary = dict(ref.summary(), ground_offset_m=round(ref.meta["ground_offset_m"], 5),
-                   out=str(out))
+                   calibration=ref.meta["calibration"], out=str(out))
     lines = _summary_lines(ref, out)
     print("\n".join(lines))
     if args.json:
@@ -108,6 +118,9 @@ def add_retarget_parser(subparsers) -> argparse.ArgumentParser:
                    help="length unit of the file (default auto: cm when the skeleton spans > 3 units)")
     p.add_argument("--up", choices=("y", "z"), default="y", help="the file's up axis (default y)")
     p.add_argument("--fps", type=number("--fps", positive=True, hi=10000.0), default=120.0, help="reference frame rate (default 120, the physics rate)")
+    p.add_argument("--keep-calibration", action="store_true",
+                   help="keep a calibration pose at the start of the clip (T- or A-pose frames that jump to "
+                   "the motion; skipped by default, and said so)")
     p.add_argument("--rig", default="human284", help="rig name or path (default: human284)")
     p.add_argument("--out", default=None, metavar="REF.npz", help="reference file to write (default: CLIP_ref.npz here)")
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")

@@ -43,6 +43,7 @@ from ..transforms import (
     quat_to_axis_angle,
     quat_to_matrix,
 )
+from .calibration import Calibration, detect_calibration, skip_frames
 from .presets import resolve_mapping
 from .reference import Reference, foot_tracks, motion_metrics
 from .skeleton import SourceMotion, SourceSkeleton
@@ -317,17 +318,30 @@ class Retargeter:
                 G[:, b] = quat_multiply(G[:, p], tw)
         return quat_normalize(G), off
 
+    def calibration(self, motion: SourceMotion) -> Calibration:
+        """The T-/A-pose frames at the start of `motion` (engine.motion.calibration), judged
+        on the mapped bones."""
+        bi = self.rig.body_index
+        arms = [(int(self.source_of[bi(f"Arm{s}")]), int(self.source_of[bi(f"ForeArm{s}")])) for s in "RL"]
+        return detect_calibration(motion, np.unique(self.source_of[self.source_of >= 0]), arms)
+
     def to_model(self, motion: SourceMotion, fps: float = REFERENCE_FPS, source: str = "",
-                 ground: bool = True, with_muscles: bool = True, progress=None) -> Reference:
+                 ground: bool = True, with_muscles: bool = True, progress=None,
+                 keep_calibration: bool = False) -> Reference:
         """The model's reference trajectory for `motion`, resampled to `fps` (slerp).
 
         source: the file name recorded in the meta; ground=False skips the vertical shift;
-        progress: optional callable(fraction done).
+        progress: optional callable(fraction done). A calibration pose at the start (T- or
+        A-pose frames that jump to the motion) is skipped unless keep_calibration; either
+        way meta["calibration"] says what was found (None: nothing).
         """
         if motion.skeleton is not self.skeleton and motion.skeleton.names != self.skeleton.names:
             raise ParameterError("motion", "the motion's skeleton is not the one this retargeter was built for")
         t0 = time.perf_counter()
         source_fps = motion.fps
+        cal = self.calibration(motion)
+        if not keep_calibration:
+            motion = skip_frames(motion, cal.frames)
         if abs(motion.fps - fps) > 1e-6 * fps:
             motion = motion.resample(fps)
         W, hips = self.source_fk(motion)
@@ -364,6 +378,7 @@ class Retargeter:
             heading_deg=round(float(np.degrees(2 * np.arctan2(self.heading[3], self.heading[0]))), 4),
             ground_offset_m=float(offset),
             source_fps=round(float(source_fps), 6),
+            calibration=cal.meta(skipped=not keep_calibration),
             hinge_off_axis_deg=off_deg,
             retarget_seconds=round(time.perf_counter() - t0, 3),
         )
@@ -539,23 +554,26 @@ def build_reference(rig, root_pos: np.ndarray, local: np.ndarray, body_rot: np.n
 
 # ---- one-call API -------------------------------------------------------------------------
 def retarget(motion: SourceMotion, rig=None, preset: str | None = None, mapping=None,
-             fps: float = REFERENCE_FPS, source: str = "") -> tuple[Reference, Retargeter]:
-    """Source motion -> (model Reference at `fps`, the Retargeter used, for going back)."""
+             fps: float = REFERENCE_FPS, source: str = "",
+             keep_calibration: bool = False) -> tuple[Reference, Retargeter]:
+    """Source motion -> (model Reference at `fps`, the Retargeter used, for going back);
+    a calibration pose at the start is skipped unless keep_calibration (Retargeter.to_model)."""
     if rig is None:
         from ..rig import load_rig
 
         rig = load_rig()
     rt = Retargeter.build(rig, motion.skeleton, preset=preset, mapping=mapping)
-    return rt.to_model(motion, fps=fps, source=source), rt
+    return rt.to_model(motion, fps=fps, source=source, keep_calibration=keep_calibration), rt
 
 
 def retarget_file(path, rig=None, preset: str | None = None, mapping=None, units: str = "auto",
-                  up: str = "y", fps: float = REFERENCE_FPS) -> tuple[Reference, Retargeter, SourceMotion]:
-    """Read a BVH and retarget it; returns (reference, retargeter, source motion)."""
+                  up: str = "y", fps: float = REFERENCE_FPS,
+                  keep_calibration: bool = False) -> tuple[Reference, Retargeter, SourceMotion]:
+    """Read a BVH and retarget it; returns (reference, retargeter, source motion as read)."""
     from .bvh import read_bvh
 
     motion = read_bvh(path, units=units, up=up)
-    ref, rt = retarget(motion, rig, preset, mapping, fps, source=str(Path(path)))
+    ref, rt = retarget(motion, rig, preset, mapping, fps, source=str(Path(path)), keep_calibration=keep_calibration)
     return ref, rt, motion
 
 

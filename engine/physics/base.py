@@ -101,6 +101,8 @@ class Backend(ABC):
         self._pin_qi = np.concatenate([np.arange(qstart[b], qstart[b + 1]) for b in np.flatnonzero(pin)] + [[]]).astype(int)
         self._pin_vi = np.concatenate([np.arange(rig.dof_start[b], rig.dof_start[b + 1]) for b in np.flatnonzero(pin)] + [[]]).astype(int)
         self.rest_state = q_to_state(rig, self._rest_q, np.zeros(rig.num_dofs))
+        self.external_force = np.zeros((rig.num_bodies, 3))  # set_external_force: a push
+        self._external = False
 
     # ---- what a backend implements ------------------------------------------------------
     @abstractmethod
@@ -154,6 +156,14 @@ class Backend(ABC):
         """World-frame force (B, 3) at each box centre and torque (B, 3), for the next step only."""
         B = self.rig.num_bodies
         self._apply_wrench(_finite("force", force, (B, 3)), _finite("torque", torque, (B, 3)))
+
+    def set_external_force(self, force) -> None:
+        """World-frame force (B, 3) at each body's centre of mass (its box centre), applied
+        on every step from now on until set again (zeros end it): a push from outside the
+        character. Kept apart from apply_wrench, whose one-step wrench is the muscles' and
+        the root residual's."""
+        self.external_force = _finite("external force", force, (self.rig.num_bodies, 3)).copy()
+        self._external = bool(np.any(self.external_force))
 
     def kinetic_energy(self) -> float:
         s = self.body_state()

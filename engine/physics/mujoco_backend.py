@@ -185,6 +185,8 @@ class MujocoBackend(Backend):
 
     def step(self) -> None:
         m, d = self.model, self.data
+        if self._external:  # a push (set_external_force), on top of this step's wrench
+            d.xfrc_applied[1:, :3] += self.external_force
         mujoco.mj_step2(m, d)
         self._xfrc.fill(0.0)
         mujoco.mj_step1(m, d)

@@ -202,6 +202,9 @@ class OdeBackend(Backend):
             mot.setParam(P_HISTOP, float(self._cone[k]))
 
     def step(self) -> None:
+        if self._external:  # a push (set_external_force); ODE clears added forces each step
+            for b in np.flatnonzero(np.any(self.external_force != 0, axis=1) & ~self.pinned):
+                self.bodies[b].addForce(tuple(self.external_force[b]))
         self._collide()
         self._ball_limits()
         self.world.step(self.dt)

@@ -1,0 +1,55 @@
+"""The parts of a take's report (sinew simulate's lines and report.md) on issue 16's
+additions: whether it fell and the residual it leaned on, the gait early against late
+(engine.gait), calibration poses (engine.motion.calibration) and pushes (engine.push).
+engine/simulate_cli.py puts them in place."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def extra_lines(take) -> list[str]:
+    """Calibration poses skipped or kept (engine.motion.calibration), how the character
+    came through each push (engine.push), and the gait early against late (engine.gait)."""
+    from .push import describe as push
+
+    out = [f"calibration {Path(c['source']).name}: {describe_calibration(c['calibration'])}"
+           for c in take.meta["clips"] if c.get("calibration")]
+    out += [f"push        {push(r)}" for r in take.meta["summary"].get("pushes", [])]
+    if take.meta["summary"].get("gait"):
+        from .gait import describe as gait
+
+        out.append(f"gait        {gait(take.meta['summary']['gait'])}")
+    return out
+
+
+def describe_calibration(cal) -> str:
+    from .motion.calibration import describe
+
+    return describe(cal)
+
+
+def glance_lines(take) -> list[str]:
+    """report.md's opening: did it fall (when), and did an invisible hand help (how much)."""
+    s, m = take.meta["summary"], take.meta
+    fell = (f"**yes, at {s['stopped_at_s']:.2f} s**" if s["fell"] else
+            f"no (the simulation diverged at {s['stopped_at_s']:.2f} s)" if s["diverged"] else "no")
+    if m["controller"] != "tracking" or not s["residual_strength"]:
+        residual = "none: the muscles and the ground alone"
+    else:
+        residual = (f"strength {s['residual_strength']:g}: mean {s['residual_mean_N']:.1f} N "
+                    f"(**{s['residual_mean_body_weights']:.3f} body weights**) of force nobody sees, "
+                    f"{s['residual_torque_mean_Nm']:.1f} N m of torque")
+    return [f"- Fell: {fell}", f"- Root residual: {residual}", ""]
+
+
+def extra_markdown(take) -> list[str]:
+    """report.md sections on the gait, calibration poses and pushes (each empty when there
+    is nothing to say)."""
+    from .gait import markdown as gait_table
+    from .push import markdown as push_table
+
+    s = take.meta["summary"]
+    cal = [f"- {Path(c['source']).name}: {describe_calibration(c['calibration'])}"
+           for c in take.meta["clips"] if c.get("calibration")]
+    head = ["", "Calibration poses found at the start of the clips:", ""] if cal else []
+    return (gait_table(s["gait"]) if s.get("gait") else []) + head + cal + push_table(s.get("pushes", []))

@@ -1,0 +1,165 @@
+"""Test clips of the KIND real mocap is, built from the bundled MASS clips (walk.bvh, run.bvh).
+
+Real clips come with other bone names, other frame rates, mirrored, and often with a T- or
+A-pose held on their first frames before the motion starts. These transforms build such
+clips from the bundled ones, so a test can check a feature on the kind of data rather than
+on the two files:
+
+    m = variant("walk", names="mixamo", fps=30, pose="T", pose_frames=1)
+    path = variant_file(tmp_path, "walk", names="cmu", fps=60, mirrored=True)
+
+Every transform takes and returns an engine.motion SourceMotion (Z-up, metres).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from engine.motion import SourceMotion, SourceSkeleton, read_bvh, write_bvh
+from engine.transforms import MIRROR_X, quat_conjugate, quat_multiply, quat_slerp
+
+MOTION_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "mass" / "motion"
+NAME_STYLES = ("mass", "mixamo", "cmu")
+A_POSE_DEG = 45.0  # upper arms this far below horizontal
+
+
+def bundled(clip: str = "walk") -> SourceMotion:
+    """walk or run from reference/mass/motion (120 fps, Character1_* names)."""
+    return read_bvh(MOTION_DIR / f"{clip}.bvh")
+
+
+def _subset(m: SourceMotion, keep: list[int]) -> SourceMotion:
+    """The motion on the bones `keep` (a dropped bone's children must be dropped too)."""
+    skel = m.skeleton
+    new = {j: i for i, j in enumerate(keep)}
+    parents = [new[skel.parents[j]] if skel.parents[j] >= 0 else -1 for j in keep]
+    s = SourceSkeleton([skel.names[j] for j in keep], parents, skel.offsets[keep], skel.rest_rotations[keep],
+                       {new[j]: v for j, v in skel.end_sites.items() if j in new})
+    local = None if m.local_translations is None else m.local_translations[:, keep]
+    return SourceMotion(s, m.rotations[:, keep], m.root_translation, m.frame_time, local)
+
+
+def _renamed(m: SourceMotion, names: list[str]) -> SourceMotion:
+    skel = m.skeleton
+    s = SourceSkeleton(names, skel.parents, skel.offsets, skel.rest_rotations, skel.end_sites)
+    return SourceMotion(s, m.rotations, m.root_translation, m.frame_time, m.local_translations)
+
+
+def rename(m: SourceMotion, style: str) -> SourceMotion:
+    """Bone names as Mixamo ('mixamorig:Hips', ...) or CMU ('Hips', 'LeftUpLeg', ...) write
+    them; MASS's helper bones (*_RIGMESH), which neither rig has, are dropped."""
+    if style not in NAME_STYLES:
+        raise ValueError(f"style {style!r}: one of {NAME_STYLES}")
+    if style == "mass":
+        return m
+    keep = [j for j, n in enumerate(m.skeleton.names) if not n.endswith("_RIGMESH")]
+    m = _subset(m, keep)
+    prefix = "mixamorig:" if style == "mixamo" else ""
+    return _renamed(m, [n.replace("Character1_", prefix) for n in m.skeleton.names])
+
+
+def resample(m: SourceMotion, fps: float) -> SourceMotion:
+    return m.resample(fps)
+
+
+def loop(m: SourceMotion, cycles: int) -> SourceMotion:
+    """A cycle played `cycles` times in a row, each moved on by the cycle's horizontal travel
+    (plus one frame's step), as a longer capture of the same gait would be."""
+    step = m.root_translation[-1] - m.root_translation[0] + (m.root_translation[-1] - m.root_translation[-2])
+    step[2] = 0.0
+    T = np.concatenate([m.root_translation + k * step for k in range(cycles)])
+    local = None if m.local_translations is None else np.tile(m.local_translations, (cycles, 1, 1))
+    return SourceMotion(m.skeleton, np.tile(m.rotations, (cycles, 1, 1)), T, m.frame_time, local)
+
+
+def mirror(m: SourceMotion) -> SourceMotion:
+    """Left and right swapped: every pose reflected through the plane x = 0 (a rotation R
+    becomes M R M, quaternion (w, x, -y, -z)), then Left/Right names exchanged so the bone
+    called Left is on the character's left again."""
+    skel = m.skeleton
+    flip = np.array([1.0, 1.0, -1.0, -1.0])
+    swap = {"Left": "Right", "Right": "Left", "L_": "R_", "R_": "L_"}
+    names = [re.sub(r"Left|Right|^L_|^R_", lambda k: swap[k.group(0)], n) for n in skel.names]
+    s = SourceSkeleton(names, skel.parents, skel.offsets @ MIRROR_X, skel.rest_rotations * flip,
+                       {j: v @ MIRROR_X for j, v in skel.end_sites.items()})
+    local = None if m.local_translations is None else m.local_translations @ MIRROR_X
+    return SourceMotion(s, m.rotations * flip, m.root_translation @ MIRROR_X, m.frame_time, local)
+
+
+def calibration_pose(m: SourceMotion, kind: str = "T") -> tuple[np.ndarray, np.ndarray]:
+    """One calibration frame for m's skeleton: (rotations (J, 4), root translation (3,)).
+
+    "T": the rest pose (the bundled skeletons rest in a T-pose), standing upright at the
+    rest root height above the clip's first root position. "A": the same with both upper
+    arms lowered A_POSE_DEG below horizontal (about the horizontal axis across each arm).
+    """
+    if kind not in ("T", "A"):
+        raise ValueError(f"kind {kind!r}: 'T' or 'A'")
+    skel = m.skeleton
+    rot = np.tile([1.0, 0.0, 0.0, 0.0], (skel.num_bones, 1))
+    root = m.root_translation[0].copy()
+    root[2] = skel.offsets[0, 2]
+    if kind == "A":
+        W0, P0 = skel.rest_pose()
+        for j, n in enumerate(skel.names):
+            if not re.search(r"(Left|Right)Arm$", n):
+                continue
+            child = [c for c in skel.children(j) if "ForeArm" in skel.names[c]][0]
+            d = P0[child] - P0[j]
+            axis = np.cross(d, [0.0, 0.0, 1.0])
+            axis /= np.linalg.norm(axis)
+            half = -np.radians(A_POSE_DEG) / 2  # about d x up, a positive angle raises the arm
+            lower = np.concatenate([[np.cos(half)], np.sin(half) * axis])
+            frame = quat_multiply(W0[skel.parents[j]], skel.rest_rotations[j])  # bone's rest frame
+            rot[j] = quat_multiply(quat_conjugate(frame), quat_multiply(lower, frame))
+    return rot, root
+
+
+def insert_pose(m: SourceMotion, kind: str = "T", frames: int = 1, ease: int = 0) -> SourceMotion:
+    """m with `frames` calibration frames (calibration_pose) put before its first frame, and
+    then `ease` frames moving smoothly from that pose to the first (slerp, smoothstep)."""
+    rot, root = calibration_pose(m, kind)
+    w = np.arange(1, ease + 1) / (ease + 1)
+    w = (w * w * (3 - 2 * w))[:, None]
+    R = [np.repeat(rot[None], frames, 0), quat_slerp(np.repeat(rot[None], ease, 0), m.rotations[:1], w),
+         m.rotations]
+    T = [np.repeat(root[None], frames, 0), root + w * (m.root_translation[:1] - root), m.root_translation]
+    local = m.local_translations
+    if local is not None:
+        local = np.concatenate([np.repeat(local[:1], frames + ease, 0), local])
+    return SourceMotion(m.skeleton, np.concatenate(R), np.concatenate(T), m.frame_time, local)
+
+
+def variant(clip: str = "walk", names: str = "mass", fps: float | None = None, mirrored: bool = False,
+            pose: str | None = None, pose_frames: int = 1, ease: int = 0, cycles: int = 1) -> SourceMotion:
+    """A bundled clip looped `cycles` times, renamed, resampled, mirrored and with a
+    calibration pose (held for pose_frames, then easing into the motion over `ease`
+    frames), in that order."""
+    m = rename(loop(bundled(clip), cycles) if cycles > 1 else bundled(clip), names)
+    if fps is not None:
+        m = resample(m, fps)
+    if mirrored:
+        m = mirror(m)
+    if pose is not None:
+        m = insert_pose(m, pose, pose_frames, ease)
+    return m
+
+
+def variant_file(folder, clip: str = "walk", **kw) -> Path:
+    """variant(clip, **kw) written as a BVH file in `folder` (cm, Y-up, as mocap is)."""
+    tag = "_".join([clip] + [f"{k}{v}" for k, v in sorted(kw.items()) if v not in (None, False)])
+    path = Path(folder) / (re.sub(r"[^\w.-]", "", tag) + ".bvh")
+    write_bvh(path, variant(clip, **kw))
+    return path
+
+
+def hand_heights(m: SourceMotion) -> np.ndarray:
+    """(F, 2) height of the (right, left) hand bone's head: a check that poses are what
+    they claim (T-pose: at shoulder height; A-pose: lower; walking: lower still)."""
+    _, pos = m.fk()
+    idx = [j for side in ("Right", "Left") for j, n in enumerate(m.skeleton.names) if n.endswith(f"{side}Hand")]
+    return pos[:, idx, 2]
+
+

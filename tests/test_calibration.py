@@ -1,0 +1,189 @@
+"""Calibration poses at the start of a clip: found on the kind of data real mocap is
+(other bone names, frame rates, mirrored, T- or A-pose on one frame or ten), skipped by
+default, kept on request, and never found where there is none."""
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from engine.motion import Retargeter, read_bvh, retarget
+from engine.motion.calibration import describe, detect_calibration, skip_frames
+
+from . import clips
+
+VARIANTS = [dict(clip=c, names=n, fps=f, mirrored=m)
+            for c, n, f, m in itertools.product(("walk", "run"), clips.NAME_STYLES, (None, 30, 60), (False, True))]
+
+
+def _ids(kw):
+    return "-".join(f"{v}" for k, v in kw.items() if v not in (None, False) and k != "mirrored") + (
+        "-mirrored" if kw.get("mirrored") else "")
+
+
+def _found(rig, motion):
+    return Retargeter.build(rig, motion.skeleton).calibration(motion)
+
+
+# ---- the test clips are what they claim --------------------------------------------------
+def test_test_clips_are_what_they_claim():
+    walk = clips.bundled("walk")
+    h = clips.hand_heights(walk)
+    t_pose = clips.hand_heights(clips.insert_pose(walk, "T"))[0]
+    a_pose = clips.hand_heights(clips.insert_pose(walk, "A"))[0]
+    # T-pose hands at shoulder height, A-pose between that and the walk's hanging hands
+    assert np.all(t_pose > h.max() + 0.5) and np.all(a_pose > h.max() + 0.05) and np.all(a_pose < t_pose - 0.3)
+    # mirrored: the left hand does what the right one did, and the other way round
+    assert np.allclose(clips.hand_heights(clips.mirror(walk)), h[:, ::-1], atol=1e-9)
+    mixamo = clips.rename(walk, "mixamo")
+    assert "mixamorig:LeftUpLeg" in mixamo.skeleton.names and not any("RIGMESH" in n for n in mixamo.skeleton.names)
+    assert np.allclose(clips.hand_heights(mixamo), h)
+    assert "LeftUpLeg" in clips.rename(walk, "cmu").skeleton.names
+    assert clips.variant("walk", fps=30, pose="A", pose_frames=10).num_frames == 34 + 10
+
+
+# ---- detection --------------------------------------------------------------------------
+@pytest.mark.parametrize("kw", VARIANTS, ids=_ids)
+def test_no_calibration_in_clips_without_one(rig, kw):
+    assert _found(rig, clips.variant(**kw)).frames == 0
+
+
+@pytest.mark.parametrize("pose,frames", [("T", 1), ("T", 10), ("A", 1), ("A", 10)])
+@pytest.mark.parametrize("kw", VARIANTS, ids=_ids)
+def test_inserted_calibration_frames_are_found(rig, kw, pose, frames):
+    cal = _found(rig, clips.variant(**kw, pose=pose, pose_frames=frames))
+    assert cal.frames == frames
+    assert cal.pose == f"{pose}-pose"
+    assert cal.jump_deg >= 2.5 * cal.ordinary_deg
+
+
+@pytest.mark.parametrize("kw", [dict(clip=c, names=n, fps=f, cycles=4)
+                                for c, n, f in itertools.product(("walk", "run"), ("mixamo", "cmu"), (None, 24, 30, 60))],
+                         ids=_ids)
+def test_no_calibration_in_longer_clips_without_one(rig, kw):
+    assert _found(rig, clips.variant(**kw)).frames == 0
+
+
+@pytest.mark.parametrize("pose,frames,ease", [("T", 1, 8), ("T", 10, 30), ("A", 1, 30), ("A", 10, 8)])
+@pytest.mark.parametrize("kw", [dict(clip=c, names="cmu", fps=f, cycles=4, mirrored=m)
+                                for c, f, m in itertools.product(("walk", "run"), (None, 30), (False, True))], ids=_ids)
+def test_a_pose_easing_into_the_motion_is_found(rig, kw, pose, frames, ease):
+    """No jump: the pose is held, then eases into the first motion frame over `ease`
+    frames. The held frames and the easing up to where it nears the motion go; the
+    rest of the easing stays (it joins the motion smoothly)."""
+    cal = _found(rig, clips.variant(**kw, pose=pose, pose_frames=frames, ease=ease))
+    assert cal.eased and frames <= cal.frames <= frames + ease and cal.pose == f"{pose}-pose"
+    line = describe(cal.meta(skipped=True))
+    assert line.startswith(f"skipped {cal.frames} frames") and "easing into the motion" in line
+
+
+@pytest.mark.parametrize("clip", ["walk", "run"])
+@pytest.mark.parametrize("fps,frames", [(None, 60), (30, 60), (24, 1), (24, 10)])
+def test_a_held_pose_with_jitter_and_another_heading_is_found(rig, clip, fps, frames):
+    """Real calibration frames are not still: 1 deg of noise on every bone, the actor
+    turned 90 deg from where the motion goes; and they may outlast a short clip (2 s of
+    T-pose before a 1.1 s walk cycle)."""
+    from engine.motion import SourceMotion
+    from engine.transforms import axis_angle_to_quat, quat_multiply
+
+    m = clips.variant(clip, names="cmu", fps=fps, pose="T", pose_frames=frames)
+    rot = m.rotations.copy()
+    noise = np.random.default_rng(0).normal(0, np.radians(1.0), (frames, rot.shape[1], 3))
+    rot[:frames] = quat_multiply(rot[:frames], axis_angle_to_quat(noise))
+    rot[:frames, 0] = quat_multiply(axis_angle_to_quat(np.array([0.0, 0.0, np.pi / 2])), rot[:frames, 0])
+    cal = _found(rig, SourceMotion(m.skeleton, rot, m.root_translation, m.frame_time))
+    assert cal.frames == frames and cal.pose == "T-pose"
+
+
+def test_fast_motion_is_not_a_calibration(rig):
+    """Hard negatives: the sprint at 15 fps changes > 10 deg every frame; a clip that
+    stands still for half a second and then walks; a T-pose that is part of the motion
+    (the clip holds it later on too)."""
+    run15 = clips.variant("run", fps=15)
+    assert _found(rig, run15).frames == 0
+    walk = clips.variant("walk", fps=30)
+    still = clips.insert_pose(walk, "T", 0)
+    still = type(walk)(walk.skeleton, np.concatenate([np.repeat(walk.rotations[:1], 15, 0), walk.rotations]),
+                       np.concatenate([np.repeat(walk.root_translation[:1], 15, 0), walk.root_translation]),
+                       walk.frame_time)
+    assert _found(rig, still).frames == 0
+    t_pose = clips.insert_pose(walk, "T", 3)
+    again = type(walk)(walk.skeleton, np.concatenate([t_pose.rotations, t_pose.rotations[:3]]),
+                       np.concatenate([t_pose.root_translation, t_pose.root_translation[:3]]), walk.frame_time)
+    assert _found(rig, again).frames == 0
+
+
+def test_detection_alone_on_all_bones_and_skip_frames():
+    m = clips.variant("walk", names="cmu", fps=60, pose="T", pose_frames=10)
+    cal = detect_calibration(m)  # every bone, no arms given: found, but not named
+    assert cal.frames == 10 and cal.pose == "pose"
+    assert cal.meta(skipped=True)["frames"] == 10 and detect_calibration(clips.bundled()).meta(True) is None
+    rest = skip_frames(m, cal.frames)
+    assert rest.num_frames == m.num_frames - 10 and np.array_equal(rest.rotations, m.rotations[10:])
+
+
+# ---- retargeting skips it -----------------------------------------------------------------
+@pytest.mark.parametrize("kw", [dict(clip="walk", names="mixamo", fps=30, pose="T", pose_frames=1),
+                                dict(clip="walk", names="cmu", fps=60, pose="A", pose_frames=10, mirrored=True),
+                                dict(clip="run", names="mass", pose="T", pose_frames=10)], ids=_ids)
+def test_retarget_with_the_pose_skipped_equals_the_clean_clip(rig, tmp_path, kw):
+    plain = {k: v for k, v in kw.items() if k not in ("pose", "pose_frames")}
+    with_pose = read_bvh(clips.variant_file(tmp_path, **kw))
+    clean = read_bvh(clips.variant_file(tmp_path, **plain))
+    ref, _ = retarget(with_pose, rig)
+    want, _ = retarget(clean, rig)
+    assert ref.meta["calibration"]["frames"] == kw["pose_frames"] and ref.meta["calibration"]["skipped"]
+    assert want.meta["calibration"] is None
+    assert ref.num_frames == want.num_frames
+    assert np.allclose(ref.q, want.q, atol=1e-6) and np.allclose(ref.muscle_length, want.muscle_length, atol=1e-6)
+    assert ref.meta["ground_offset_m"] == pytest.approx(want.meta["ground_offset_m"], abs=1e-6)
+    kept, _ = retarget(with_pose, rig, keep_calibration=True)
+    assert not kept.meta["calibration"]["skipped"]
+    extra = kept.seconds - want.seconds
+    assert extra == pytest.approx(kw["pose_frames"] * with_pose.frame_time, abs=1.5 / 120)
+
+
+def test_cli_retarget_says_what_it_skipped_and_keeps_it_on_request(tmp_path, capsys):
+    from engine.cli import main
+
+    clip = clips.variant_file(tmp_path, "walk", names="mixamo", fps=30, pose="T", pose_frames=1)
+    assert main(["retarget", str(clip), "--out", str(tmp_path / "a.npz"), "--json"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    s = json.loads(out[-1])
+    assert s["calibration"]["frames"] == 1 and s["calibration"]["pose"] == "T-pose"
+    line = next(ln for ln in out if ln.startswith("calibration"))
+    assert "skipped 1 frame" in line and "T-pose" in line and "--keep-calibration" in line
+    assert main(["retarget", str(clip), "--out", str(tmp_path / "b.npz"), "--json", "--keep-calibration"]) == 0
+    s2 = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert s2["calibration"]["skipped"] is False and s2["frames"] > s["frames"]
+
+
+def test_cli_simulate_skips_the_pose_says_so_and_keeps_it_on_request(tmp_path, capsys):
+    from engine.cli import main
+
+    clip = clips.variant_file(tmp_path, "walk", names="cmu", fps=60, pose="A", pose_frames=10)
+    for extra, skipped in (([], True), (["--keep-calibration"], False)):
+        out = tmp_path / f"take{len(extra)}"
+        assert main(["simulate", "--clip", f"{clip}:0.4", "--no-plots", "--out", str(out)] + extra) == 0
+        text = capsys.readouterr().out
+        line = next(ln for ln in text.splitlines() if ln.startswith("calibration"))
+        assert ("skipped 10 frames (0.17 s) of an A-pose" in line) == skipped and ("kept 10 frames" in line) != skipped
+        report = json.loads((out / "report.json").read_text())
+        assert report["meta"]["clips"][0]["calibration"]["skipped"] is skipped
+        assert "A-pose" in (out / "report.md").read_text()
+
+
+def test_a_mocap_like_walk_tracks_as_well_as_the_original(rig, tmp_path):
+    """Issue 16's must-hold: the bundled walk as mocap comes (30 fps, Mixamo names, a T-pose
+    on its first frame) tracks within 1 deg of the original's joint error, under the
+    tracker's defaults. Measured over 10 s with the residual at 1: 4.49 deg against 4.59
+    skipped; with the T-pose kept, 18.2 deg and 0.53 body weights of residual."""
+    from engine.fatigue import FatigueParams
+    from engine.take import simulate
+
+    clip = clips.variant_file(tmp_path, "walk", names="mixamo", fps=30, pose="T", pose_frames=1)
+    takes = [simulate(rig, [(src, 6.0)], fatigue=FatigueParams(scale=0)) for src in (clips.MOTION_DIR / "walk.bvh", clip)]
+    assert not any(t.meta["fell"] for t in takes)
+    err = [t.meta["summary"]["joint_err_deg_mean"] for t in takes]
+    assert abs(err[1] - err[0]) <= 1.0, err
+    assert takes[1].meta["clips"][0]["calibration"]["skipped"]
