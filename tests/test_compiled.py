@@ -112,6 +112,19 @@ def test_every_platform_library_is_built_from_this_source():
     cpu = {"macos-arm64": 0x0100000C, "macos-x64": 0x01000007}  # Mach-O cputype
     for plat, t in cpu.items():
         assert int.from_bytes(compiled.library_path(plat).read_bytes()[4:8], "little") == t, plat
+    # Apple silicon runs no unsigned code: the arm64 library needs its ad-hoc signature
+    assert 0x1D in _macho_load_commands(compiled.library_path("macos-arm64").read_bytes())
+
+
+def _macho_load_commands(data: bytes) -> list[int]:
+    import struct
+
+    ncmds, off, cmds = struct.unpack_from("<I", data, 16)[0], 32, []
+    for _ in range(ncmds):
+        cmd, size = struct.unpack_from("<II", data, off)
+        cmds.append(cmd)
+        off += size
+    return cmds
 
 
 def _python(code: str, **env) -> subprocess.CompletedProcess:
