@@ -142,7 +142,8 @@ class MujocoBackend(Backend):
         # Views into MjData, made once (each attribute access builds a new array object);
         # one tree, so every body's cvel is about the subtree centre of mass of body 1.
         d = self.data
-        assert (self._root == 1).all()
+        if not (self._root == 1).all():
+            raise RuntimeError("MuJoCo model has more than one body tree")  # a bug, not bad input
         self._xipos, self._ximat = d.xipos[1:], d.ximat[1:].reshape(-1, 3, 3)
         self._cvel, self._com = d.cvel[1:], d.subtree_com[1]
         self._xfrc, self._xfrc_bodies = d.xfrc_applied, d.xfrc_applied[1:]
