@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.sinew-installed
 OUT    ?= out
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: demo test bench rig clean venv extension test-blender blender-envs
+.PHONY: demo test bench rig clean venv extension test-blender blender-envs compiled
 
 venv: $(STAMP)
 
@@ -37,8 +37,14 @@ demo: $(STAMP)
 	$(VENV)/bin/sinew bench --seconds 2
 	@echo "demo outputs in $(OUT)/"
 
+# The suite runs on the compiled muscle step; the simulation tests run again on the numpy
+# step it falls back to (SINEW_COMPILED=0).
+NUMPY_PATH_TESTS := tests/test_physics.py tests/test_arm_hold.py tests/test_muscle_step.py \
+	tests/test_simulation.py tests/test_tracking.py tests/test_training.py tests/test_compiled.py
+
 test: $(STAMP) blender-envs extension
 	$(PY) -m pytest -q --ignore=tests/blender
+	SINEW_COMPILED=0 $(PY) -m pytest -q $(NUMPY_PATH_TESTS)
 	$(BLENDER_TESTS)
 
 bench: $(STAMP) blender-envs extension
@@ -83,6 +89,13 @@ $(BLENDER_ENVS)/bpy-%/.installed:
 
 test-blender: $(STAMP) blender-envs extension
 	$(BLENDER_TESTS)
+
+# Rebuild the compiled muscle step for all four platforms (engine/native/, committed) after
+# editing engine/native/muscle_step.c; Zig comes from PyPI into its own .venv-build.
+compiled:
+	test -x .venv-build/bin/python || $(PYTHON) -m venv .venv-build
+	.venv-build/bin/python -m pip install --quiet ziglang==0.17.1
+	.venv-build/bin/python tools/build_native.py
 
 # Rebuild rigs/human284/*.npz from ../shared/reference/mass.
 rig: $(STAMP)

@@ -16,12 +16,14 @@ def bench_tracking(seconds: float = 2.0, rig_name: str = "human284", clip: str |
                    backend: str = "mujoco"):
     """Returns (summary dict, lines)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from . import compiled
     from . import fatigue as fat
     from .physics import make_backend
     from .rig import load_rig
     from .take import simulate
 
     rig = load_rig(rig_name)
+    muscle_path = "compiled" if compiled.library() is not None else "numpy"
     clip = clip or str(WALK)
     take = simulate(rig, [(clip, float(seconds))], fatigue=fat.FatigueParams(scale=0.0), backend=backend,
                     label="bench tracking")
@@ -42,12 +44,14 @@ def bench_tracking(seconds: float = 2.0, rig_name: str = "human284", clip: str |
                      physics_bare=round(physics_us, 1), tracking_total=round(total_us, 1)),
         realtime_factor=dict(tracking=round((1 / 120) / (total_us * 1e-6), 3)),
         decisions_per_s=round(t["decisions"] / max(take.meta["simulated_seconds"], 1e-9), 1),
+        muscle_path=muscle_path,
         joint_err_deg_mean=take.meta["summary"]["joint_err_deg_mean"],
     )
     lines = [f"tracking controller, fresh walk, {take.meta['simulated_seconds']:.1f} s ({backend}, one core):",
              f"  prepare (reference, inverse dynamics, moment arms, contacts) {per['prepare_s']:9.1f} us/step",
              f"  muscle coordination solve                                  {per['solve_s']:9.1f} us/step",
-             f"  muscles + physics                                          {per['muscles_and_physics_s']:9.1f} us/step",
+             f"  muscles ({muscle_path}) + physics{' ' * (39 - len(muscle_path))}"
+             f"{per['muscles_and_physics_s']:9.1f} us/step",
              f"  bare physics step                                          {physics_us:9.1f} us/step",
              f"  whole loop {total_us:9.1f} us/step = {summary['realtime_factor']['tracking']}x real time"]
     return summary, lines

@@ -229,10 +229,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="speed of each stage of the engine step", epilog=EPILOG_BENCH,
                        formatter_class=fmt,
                        description="Times the muscle step (LBS, lengths, Hill, PD, fatigue, per-body "
-                       "force sums) over all muscles on one core, stage by stage; then, per physics "
-                       "backend, the bare physics step and the whole simulation loop; then the "
+                       "force sums) over all muscles on one core: the numpy path stage by stage, then "
+                       "the numpy and the compiled path side by side; then, per physics backend, the "
+                       "bare physics step and the whole simulation loop before (numpy muscles, MuJoCo "
+                       "without its lean settings) and now, interleaved, with ratios; then the "
                        "tracking controller on a fresh walk, split into preparation, solve, and "
-                       "muscles + physics.")
+                       "muscles + physics. Times are CPU time, so other load on the machine moves "
+                       "them little.")
     p.add_argument("--seconds", type=number("--seconds", positive=True), default=2.0,
                    help="simulated seconds to time at 120 Hz (default 2)")
     p.add_argument("--rig", default="human284", help="rig name or path (default: human284)")

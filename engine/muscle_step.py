@@ -10,10 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import compiled as compiled_lib
 from . import fatigue as fat
 from . import kinematics as kin
 from . import muscle as hill
-from .errors import ParameterError
+from .errors import ParameterError, SinewError
 from .rig import Rig
 from .transforms import SparseMatmul
 
@@ -70,12 +71,16 @@ class MuscleSystem:
     (MASS applies a blended waypoint's whole force to its nearest body instead, which
     breaks both identities by a few percent.)
 
+    `step` and `step_activation` run the compiled step (engine.compiled, one C call) when
+    its library loads and `compiled` is not False, else `step_numpy`, the reference
+    definition; `path` says which. compiled=True insists on the C step.
+
     Buffers are reused from step to step: one instance must not be stepped from two
     threads at once.
     """
 
     def __init__(self, rig: Rig, fatigue: fat.FatigueParams | None = None,
-                 dt: float = 1.0 / 120.0, gains: PDGains | None = None):
+                 dt: float = 1.0 / 120.0, gains: PDGains | None = None, compiled: bool | None = None):
         from scipy.sparse import csr_matrix
 
         self.rig = rig
@@ -94,6 +99,17 @@ class MuscleSystem:
         self._xp = _FastClipNumpy  # engine.muscle's xp: numpy with a cheaper clip
         self._blocks = np.empty((rig.num_bodies, 4, 6))
         self._dd = np.empty((S, 6))
+        # the compiled step (engine.compiled) when it loads, unless compiled=False
+        lib = compiled_lib.library() if compiled is not False else None
+        if compiled and lib is None:
+            raise SinewError(f"compiled muscle step unavailable: {compiled_lib.status()}")
+        self._compiled = None if lib is None else compiled_lib.CompiledMuscles(lib, rig, self.params, self.dt,
+                                                                               self.gains)
+
+    @property
+    def path(self) -> str:
+        """Which implementation `step` runs: 'compiled' or 'numpy'."""
+        return "numpy" if self._compiled is None else "compiled"
 
     def kinematics(self, body_rot, body_pos, body_linvel, body_angvel):
         """Stage 1: unit segment directions as rows (3, S), muscle lengths and rates (M,).
@@ -129,33 +145,44 @@ class MuscleSystem:
         Body states are world frame at each body's origin (box centre); torques come back
         about that origin.
         """
-        rig, xp, f0 = self.rig, self._xp, self.rig.muscle_f0
-        u, length, rate = self.kinematics(body_rot, body_pos, body_linvel, body_angvel)
-        lbar = hill.normalized_length(length, rig.muscle_rest_length, rig.muscle_lt, rig.muscle_lm)
-        vbar = hill.normalized_velocity(rate, rig.muscle_rest_length, rig.muscle_lm)
-        l_target = hill.target_length(action, rig.muscle_rest_length)
-        f_pd = hill.pd_force(length, rate, l_target, self.gains.kp, self.gains.kd, xp)
-        flfv, fpe = hill.active_and_passive(lbar, vbar, xp)
-        alpha_pd = hill.activation_from_factors(f_pd, f0, flfv, fpe, xp)
-        alpha, new_state = fat.step_with_activation(state, alpha_pd, self.dt, self.params, xp)
-        force = hill.force_from_factors(alpha, f0, flfv, fpe)
-        body_force, body_torque = self.body_wrench(body_rot, u, force)
-        return MuscleStep(length, rate, alpha, force, body_force, body_torque, new_state)
+        if self._compiled is not None:
+            return self._step_compiled(body_rot, body_pos, body_linvel, body_angvel, action, state, False)
+        return self.step_numpy(body_rot, body_pos, body_linvel, body_angvel, action, state)
 
     def step_activation(self, body_rot, body_pos, body_linvel, body_angvel, wanted,
                         state: fat.FatigueState) -> MuscleStep:
         """Stages 1-6 with the controller asking for activations directly (a muscle
         coordination solve, engine.control) instead of a PD action: the wanted activation
         takes alpha_pd's place and is clipped to the 3CC-r bounds the same way (eq. 36)."""
+        if self._compiled is not None:
+            return self._step_compiled(body_rot, body_pos, body_linvel, body_angvel, wanted, state, True)
+        return self.step_numpy(body_rot, body_pos, body_linvel, body_angvel, wanted, state, activation=True)
+
+    def step_numpy(self, body_rot, body_pos, body_linvel, body_angvel, command,
+                   state: fat.FatigueState, activation: bool = False) -> MuscleStep:
+        """The reference definition of `step` (a PD action) and `step_activation`
+        (activation=True), in numpy, whichever path the instance runs."""
         rig, xp, f0 = self.rig, self._xp, self.rig.muscle_f0
         u, length, rate = self.kinematics(body_rot, body_pos, body_linvel, body_angvel)
         lbar = hill.normalized_length(length, rig.muscle_rest_length, rig.muscle_lt, rig.muscle_lm)
         vbar = hill.normalized_velocity(rate, rig.muscle_rest_length, rig.muscle_lm)
         flfv, fpe = hill.active_and_passive(lbar, vbar, xp)
+        if activation:
+            wanted = command
+        else:
+            l_target = hill.target_length(command, rig.muscle_rest_length)
+            f_pd = hill.pd_force(length, rate, l_target, self.gains.kp, self.gains.kd, xp)
+            wanted = hill.activation_from_factors(f_pd, f0, flfv, fpe, xp)
         alpha, new_state = fat.step_with_activation(state, wanted, self.dt, self.params, xp)
         force = hill.force_from_factors(alpha, f0, flfv, fpe)
         body_force, body_torque = self.body_wrench(body_rot, u, force)
         return MuscleStep(length, rate, alpha, force, body_force, body_torque, new_state)
+
+    def _step_compiled(self, body_rot, body_pos, body_linvel, body_angvel, command, state, activation):
+        rows, wrench = self._compiled.step(body_rot, body_pos, body_linvel, body_angvel, command,
+                                           state.MA, state.MR, state.MF, activation)
+        length, rate, alpha, force, MA, MR, MF = rows
+        return MuscleStep(length, rate, alpha, force, wrench[0], wrench[1], fat.FatigueState(MA, MR, MF))
 
 
 class _FastClipNumpy:

@@ -88,21 +88,25 @@ def default_probe(sim: "Simulation", res: MuscleStep) -> dict:
 
 
 class Simulation:
-    """A character: its rig, a physics backend, its muscles and their fatigue state."""
+    """A character: its rig, a physics backend, its muscles and their fatigue state.
+
+    compiled: the muscle step's implementation (MuscleSystem; None: the compiled one when
+    it loads). backend_options: further keyword arguments for the backend (make_backend).
+    """
 
     def __init__(self, rig: Rig, backend: str = "mujoco", fatigue: fat.FatigueParams | None = None,
                  gains: PDGains | None = None, dt: float = 1.0 / PHYSICS_HZ,
                  joint_damping: float = 10.0, pinned=(), ground: bool = True,
-                 max_speed: float = 50.0):
+                 max_speed: float = 50.0, compiled: bool | None = None, backend_options: dict | None = None):
         if not (np.isfinite(max_speed) and max_speed > 0):
             raise ParameterError("max_speed", f"{max_speed!r}: expected a positive speed in m/s")
         self.rig = rig
         self.dt = float(dt)
         self.physics = make_backend(backend, rig, dt=self.dt, joint_damping=joint_damping,
-                                    pinned=pinned, ground=ground)
+                                    pinned=pinned, ground=ground, **(backend_options or {}))
         if ground and not self.physics.pinned[0]:
             self.place_on_ground()
-        self.muscles = MuscleSystem(rig, fatigue, self.dt, gains)
+        self.muscles = MuscleSystem(rig, fatigue, self.dt, gains, compiled)
         self.fatigue = fat.FatigueState.fresh(rig.num_muscles)
         self.max_speed = float(max_speed)
         self.steps = 0

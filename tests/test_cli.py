@@ -59,7 +59,9 @@ def test_fatigue_curve_bad_parameters(tmp_path, args, name):
 
 def test_bench_json_reports_every_stage():
     s = last_json(sinew("bench", "--seconds", "0.2", "--tracking", "0.25", "--json"))
-    assert set(s["step_us"]) >= {"lbs", "lengths", "hill_pd", "fatigue", "forces", "muscle_step_total"}
+    assert set(s["step_us"]) >= {"lbs", "lengths", "hill_pd", "fatigue", "forces", "muscle_step_total",
+                                 "muscle_step_numpy", "loop_mujoco", "loop_before_mujoco", "physics_before_mujoco"}
+    assert s["muscle_path"] in ("compiled", "numpy") and s["speedup"]["muscle_step"] > 0  # old and new side by side
     assert all(np.isfinite(v) and v > 0 for v in s["step_us"].values())
     t = s["tracking"]["step_us"]
     assert {"tracking_prepare", "tracking_solve", "muscles_and_physics"} <= set(t)

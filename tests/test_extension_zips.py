@@ -67,6 +67,16 @@ def test_runtime_imports_derived_from_the_sources():
 
 
 @pytest.mark.parametrize("platform", build.PLATFORMS)
+def test_zip_carries_its_platforms_compiled_muscle_step(zips, platform):
+    """Each zip holds its own platform's library (engine/native, engine.compiled) and no other."""
+    with zipfile.ZipFile(zips[platform]) as zf:
+        native = [n for n in zf.namelist() if n.startswith("engine/native/") and not n.endswith("/")]
+        data = zf.read(build.native_library(platform))
+    assert native == [build.native_library(platform)]
+    assert data == (REPO / build.native_library(platform)).read_bytes()
+
+
+@pytest.mark.parametrize("platform", build.PLATFORMS)
 def test_zip_carries_its_platforms_wheels(zips, platform):
     z = zips[platform]
     with zipfile.ZipFile(z) as zf:

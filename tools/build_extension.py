@@ -18,7 +18,8 @@ Steps (no Blender binary needed; Blender's own extension builder, shipped inside
    --no-deps` (cached: a wheel already there is not fetched again); a wheel counts for a
    platform when its tags fit it (wheel_platforms: any manylinux up to glibc 2.28, win_amd64,
    any macOS arm64 / x86_64 / universal2 build for macOS 12 or older).
-3. Per platform, put its payload (platform_payload: the wheels) into the staged package,
+3. Per platform, put its payload (platform_payload: the wheels and the compiled muscle
+   step, engine/native/sinew_muscle-<platform>.*) into the staged package,
    write blender_manifest.toml (the repository's manifest plus `platforms = [that one]`
    and `wheels = [its wheels]`), `blender_ext build` it to
    dist/sinew-<version>-<platform>.zip and `blender_ext validate` the zip. (Not
@@ -296,10 +297,20 @@ def stage_package(stage: Path) -> None:
     check_sources(stage)
 
 
-def platform_payload(wheels: list[Path]) -> dict[str, Path]:
-    """Files only one platform's zip carries, by their path in the package: its runtime wheels.
-    (Another per-platform payload, such as a compiled library, adds its entries here.)"""
-    return {f"wheels/{w.name}": w for w in wheels}
+def native_library(platform: str) -> str:
+    """The compiled muscle step for a platform (engine/native, built by tools/build_native.py),
+    relative to the package root; engine.compiled loads it by this name."""
+    suffix = {"linux": "so", "windows": "dll", "macos": "dylib"}[platform.split("-")[0]]
+    return f"engine/native/sinew_muscle-{platform}.{suffix}"
+
+
+def platform_payload(wheels: list[Path], platform: str) -> dict[str, Path]:
+    """Files only one platform's zip carries, by their path in the package: its runtime wheels
+    and its compiled muscle step."""
+    lib = native_library(platform)
+    if not (ROOT / lib).is_file():
+        raise SystemExit(f"build_extension: {lib} missing (run `make compiled`)")
+    return {**{f"wheels/{w.name}": w for w in wheels}, lib: ROOT / lib}
 
 
 def place_payload(stage: Path, payload: dict[str, Path], previous: dict[str, Path]) -> None:
@@ -357,7 +368,7 @@ def main(argv=None) -> int:
                         (ROOT / "blender_manifest.toml").read_text()).group(1)
     zips, previous = {}, {}
     for plat in platforms:
-        payload = platform_payload(wheels[plat])
+        payload = platform_payload(wheels[plat], plat)
         place_payload(stage, payload, previous)
         previous = payload
         write_manifest(stage, payload, plat)
@@ -373,7 +384,10 @@ def main(argv=None) -> int:
                   or "torch" in n.lower() or "__pycache__" in n]
         if leaked:
             raise SystemExit(f"build_extension: {z.name} holds files that must stay out: {leaked[:5]}")
-        zips[plat] = dict(path=str(z), bytes=z.stat().st_size, files=len(names),
+        native = [n for n in names if n.startswith("engine/native/") and not n.endswith("/")]
+        if native != [native_library(plat)]:
+            raise SystemExit(f"build_extension: {z.name} should carry {native_library(plat)} only, has {native}")
+        zips[plat] = dict(path=str(z), bytes=z.stat().st_size, files=len(names), native=native[0],
                           wheels=sorted(n.split("/")[-1] for n in names if n.endswith(".whl")))
     print(json.dumps(dict(version=version, zips=zips)))
     return 0

@@ -74,7 +74,10 @@ class Collector:
         from engine.simulation import Simulation
 
         cfg = self.cfg
-        self.sim = Simulation(self.rig, cfg["backend"], fat.FatigueParams(scale=cfg["fatigue_scale"]), self.gains)
+        # the fast step (compiled muscles, lean MuJoCo model) unless the config asks otherwise
+        # (benchmarks/collection.py times the step before it with compiled=False, lean=False)
+        self.sim = Simulation(self.rig, cfg["backend"], fat.FatigueParams(scale=cfg["fatigue_scale"]), self.gains,
+                              compiled=cfg.get("compiled"), backend_options=cfg.get("backend_options"))
 
     def reset(self, rng, track_i: int, t: float, fatigue: bool):
         tr = self.tracks[track_i]

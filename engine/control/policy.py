@@ -171,9 +171,9 @@ def moe(gate_layers, expert_layers, x):
     g = np.exp(logits - logits.max(-1, keepdims=True))
     g = g / g.sum(-1, keepdims=True)
     h = x
-    for i, (W, b) in enumerate(expert_layers):
-        y = np.einsum("...i,eio->...eo", h, W) + b
-        h = np.einsum("...e,...eo->...o", g, y)
+    for i, (W, b) in enumerate(expert_layers):  # matmul, not einsum: BLAS, ~2.4x faster here
+        y = np.matmul(h[..., None, None, :], W)[..., 0, :] + b  # every expert's layer, (..., E, out)
+        h = np.matmul(g[..., None, :], y)[..., 0, :]  # blended by the gate
         if i < len(expert_layers) - 1:
             h = elu(h)
     return h
@@ -199,7 +199,10 @@ class PolicyFile:
         return out
 
     def __post_init__(self):
-        self._cache = {n: self.layers(n) for n in _NETS}
+        # in float64 once: a float32 layer meets float64 features, and numpy would otherwise
+        # convert it on every call (the same values, 3x the time of the product)
+        self._cache = {n: [(np.asarray(W, np.float64), np.asarray(b, np.float64)) for W, b in self.layers(n)]
+                       for n in _NETS}
 
     @property
     def latent_dim(self) -> int:

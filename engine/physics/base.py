@@ -53,7 +53,7 @@ def _finite(name: str, a, shape) -> np.ndarray:
     a = np.asarray(a, dtype=float)
     if a.shape != tuple(shape):
         raise ParameterError(name, f"shape {a.shape}, expected {tuple(shape)}")
-    if not np.all(np.isfinite(a)):
+    if not np.isfinite(a).all():  # the method: np.all costs several microseconds more per call
         raise ParameterError(name, "contains NaN or infinite values")
     return a
 

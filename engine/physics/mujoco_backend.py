@@ -11,6 +11,12 @@ engine's body transforms and xfrc_applied acts at the box centre.
 - Damping `joint_damping` on every non-free DOF, integrated implicitly (implicitfast).
 - Every body's box collides with the ground plane; bodies never collide with each other.
   Speculative contacts are on (see __init__).
+- Lean by construction, each measured to change no trajectory beyond rounding
+  (`sinew bench`): the box-ground contacts are explicit <pair>s, so no broad phase runs
+  over the 24 geoms (the same contacts, bit for bit); the constraint Jacobian is sparse
+  (the Newton solver's Hessian is then factorised sparsely: the same equations, ~25 %
+  cheaper for 56 DOFs); island discovery is off (one character is one island).
+  lean=False builds the model as before, for the bench's side-by-side.
 - Pinned bodies get no joint: welded to their (pinned) parent, the root to the world.
 
 The data is kept "half-stepped": after every state change mj_step1 (kinematics, contacts,
@@ -23,18 +29,25 @@ import mujoco
 import numpy as np
 
 from ..kinematics import BALL, FREE, HINGE
-from ..transforms import cross, matrix_to_quat
+from ..transforms import matrix_to_quat
 from .base import GRAVITY, Backend, BodyState, _finite, ball_cone, state_to_q
 
 _QN, _VN = {FREE: 7, BALL: 4, HINGE: 1}, {FREE: 6, BALL: 3, HINGE: 1}
+# w x r for rows (B, 3) as one product: (w r^T flattened) @ _EPS, _EPS[3 j + k, i] = eps_ijk.
+# Every sum is one product minus another plus exact zeros: the same bits as transforms.cross.
+_EPS = np.zeros((9, 3))
+_EPS[[5, 6, 1], [0, 1, 2]] = 1.0
+_EPS[[7, 2, 3], [0, 1, 2]] = -1.0
 
 
 def _f(v) -> str:
     return " ".join(repr(float(x)) for x in np.ravel(v))
 
 
-def build_mjcf(rig, dt: float, joint_damping: float, ground: bool, pinned: np.ndarray) -> str:
-    """MJCF text of the rig (see the module docstring for the conventions)."""
+def build_mjcf(rig, dt: float, joint_damping: float, ground: bool, pinned: np.ndarray, lean: bool = True) -> str:
+    """MJCF text of the rig (see the module docstring for the conventions). lean=False
+    writes the model as it was before the lean settings (geoms filtered by contype and
+    conaffinity through MuJoCo's broad phase, dense Jacobian), for `sinew bench`."""
     children = {b: [] for b in range(-1, rig.num_bodies)}
     for b, p in enumerate(rig.body_parent):
         children[int(p)].append(b)
@@ -42,6 +55,8 @@ def build_mjcf(rig, dt: float, joint_damping: float, ground: bool, pinned: np.nd
     # limits as stiff as MuJoCo allows at this step (time constant 2 dt, critical damping);
     # the default (0.02 s, solimp 0.9..0.95) lets a hanging arm overshoot a cone by 3 deg
     lim = f'solreflimit="{2 * dt!r} 1" solimplimit="0.95 0.99 0.001"'
+    box_filter, ground_filter = ('contype="0" conaffinity="0"',) * 2 if lean else \
+        ('contype="1" conaffinity="2"', 'contype="2" conaffinity="1"')
 
     def body(b: int, indent: str) -> list[str]:
         p = rig.body_parent[b]
@@ -62,8 +77,8 @@ def build_mjcf(rig, dt: float, joint_damping: float, ground: bool, pinned: np.nd
                        f'range="{_f([rig.joint_lower[b, 0], rig.joint_upper[b, 0]])}" damping="{joint_damping!r}" {lim}/>')
         out.append(f'{indent}  <inertial pos="{_f(off)}" quat="{_f(quat)}" mass="{rig.body_mass[b]!r}" '
                    f'diaginertia="{_f(rig.body_inertia[b])}"/>')
-        out.append(f'{indent}  <geom type="box" size="{_f(0.5 * rig.body_size[b])}" pos="{_f(off)}" '
-                   f'quat="{_f(quat)}" contype="1" conaffinity="2" mass="0"/>')
+        out.append(f'{indent}  <geom name="{rig.body_names[b]}" type="box" size="{_f(0.5 * rig.body_size[b])}" '
+                   f'pos="{_f(off)}" quat="{_f(quat)}" {box_filter} mass="0"/>')
         for c in children[b]:
             out += body(c, indent + "  ")
         out.append(f"{indent}</body>")
@@ -72,14 +87,22 @@ def build_mjcf(rig, dt: float, joint_damping: float, ground: bool, pinned: np.nd
     lines = [
         '<mujoco model="sinew">',
         '  <compiler angle="radian" autolimits="true" inertiafromgeom="false"/>',
-        f'  <option timestep="{dt!r}" gravity="{_f(GRAVITY)}" integrator="implicitfast"/>',
+        f'  <option timestep="{dt!r}" gravity="{_f(GRAVITY)}" integrator="implicitfast" '
+        f'jacobian="{"sparse" if lean else "auto"}"/>',
         "  <worldbody>",
     ]
     if ground:
-        lines.append('    <geom name="ground" type="plane" size="0 0 1" contype="2" conaffinity="1"/>')
+        lines.append(f'    <geom name="ground" type="plane" size="0 0 1" {ground_filter}/>')
     for r in children[-1]:
         lines += body(r, "    ")
-    lines += ["  </worldbody>", "</mujoco>"]
+    lines.append("  </worldbody>")
+    if ground and lean:  # every box that can move against the ground (not welded to the world)
+        static = np.zeros(rig.num_bodies, dtype=bool)
+        for b, p in enumerate(rig.body_parent):  # parents come first
+            static[b] = pinned[b] and (p < 0 or static[p])
+        lines += ["  <contact>"] + [f'    <pair geom1="{rig.body_names[b]}" geom2="ground"/>'
+                                    for b in np.flatnonzero(~static)] + ["  </contact>"]
+    lines.append("</mujoco>")
     return "\n".join(lines)
 
 
@@ -88,14 +111,16 @@ class MujocoBackend(Backend):
 
     name = "mujoco"
 
-    def __init__(self, rig, dt=1 / 120, joint_damping=10.0, ground=True, pinned=(), limits=True):
+    def __init__(self, rig, dt=1 / 120, joint_damping=10.0, ground=True, pinned=(), limits=True, lean=True):
         super().__init__(rig, dt, joint_damping, ground, pinned, limits)
-        self.xml = build_mjcf(rig, self.dt, self.joint_damping, self.ground, self.pinned)
+        self.xml = build_mjcf(rig, self.dt, self.joint_damping, self.ground, self.pinned, lean)
         self.model = mujoco.MjModel.from_xml_string(self.xml)
         m = self.model
         # speculative contacts (MuJoCo >= 4): a fast body is caught before it passes into the
         # floor; halves the impact penetration of a falling head at 120 Hz (4.3 -> 2.5 cm)
         m.opt.enableflags |= int(mujoco.mjtEnableBit.mjENBL_SPECULATIVE)
+        if lean:
+            m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_ISLAND)
         if not self.limits:
             m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_LIMIT)
         self.data = mujoco.MjData(m)
@@ -114,6 +139,14 @@ class MujocoBackend(Backend):
         self._qi, self._vi = np.array(qi, dtype=int), np.array(vi, dtype=int)
         assert len(qi) == m.nq and len(vi) == m.nv
         self._geom_body = m.geom_bodyid - 1  # rig body of each geom (-1: ground)
+        # Views into MjData, made once (each attribute access builds a new array object);
+        # one tree, so every body's cvel is about the subtree centre of mass of body 1.
+        d = self.data
+        if not (self._root == 1).all():
+            raise RuntimeError("MuJoCo model has more than one body tree")  # a bug, not bad input
+        self._xipos, self._ximat = d.xipos[1:], d.ximat[1:].reshape(-1, 3, 3)
+        self._cvel, self._com = d.cvel[1:], d.subtree_com[1]
+        self._xfrc, self._xfrc_bodies = d.xfrc_applied, d.xfrc_applied[1:]
         mujoco.mj_forward(m, self.data)
 
     # ---- state --------------------------------------------------------------------------
@@ -140,24 +173,23 @@ class MujocoBackend(Backend):
         mujoco.mj_forward(self.model, self.data)
 
     def body_state(self) -> BodyState:
-        d, b = self.data, self._bodies
-        pos = d.xipos[b].copy()
-        cvel = d.cvel[b]  # [angular, linear at subtree_com of the body's tree root]
+        pos, cvel = self._xipos.copy(), self._cvel  # cvel: [angular, linear at the tree's centre of mass]
         w = cvel[:, :3].copy()
-        v = cvel[:, 3:] + cross(w, pos - d.subtree_com[self._root])
-        return BodyState(pos, d.ximat[b].reshape(-1, 3, 3).copy(), v, w)
+        v = (w[:, :, None] * (pos - self._com)[:, None, :]).reshape(-1, 9) @ _EPS  # w x (pos - com)
+        v += cvel[:, 3:]
+        return BodyState(pos, self._ximat.copy(), v, w)
 
     # ---- dynamics -----------------------------------------------------------------------
     def _apply_wrench(self, force, torque) -> None:
-        self.data.xfrc_applied[1:, :3] = force
-        self.data.xfrc_applied[1:, 3:] = torque
+        self._xfrc_bodies[:, :3] = force
+        self._xfrc_bodies[:, 3:] = torque
 
     def step(self) -> None:
         m, d = self.model, self.data
         if self._external:  # a push (set_external_force), on top of this step's wrench
             d.xfrc_applied[1:, :3] += self.external_force
         mujoco.mj_step2(m, d)
-        d.xfrc_applied[:] = 0.0
+        self._xfrc.fill(0.0)
         mujoco.mj_step1(m, d)
 
     @property

@@ -38,6 +38,7 @@ C_SOFT_ERP, C_SOFT_CFM, C_APPROX1 = 0x008, 0x010, 0x3000
 
 WORLD_ERP, WORLD_CFM = 0.2, 1e-9
 CONTACT_MU, CONTACT_ERP, CONTACT_CFM = 1.0, 0.2, 1e-5
+CLEAR = 0.01  # m: a box whose lowest corner is higher than this cannot touch the ground
 
 
 class OdeBackend(Backend):
@@ -80,6 +81,9 @@ class OdeBackend(Backend):
         self._cone = ball_cone(rig)[self._ball]
         self._contacts = np.zeros(rig.num_bodies, dtype=int)
         self._time = 0.0
+        self._free = [int(b) for b in np.flatnonzero(~self.pinned)]
+        self._cos_cone = np.cos(self._cone)
+        self._seen = None  # (pos, rot) of the current state, read by body_state; None: unknown
 
     def _add_joint(self, b: int, p: int) -> None:
         rig, w = self.rig, self.world
@@ -114,10 +118,20 @@ class OdeBackend(Backend):
             self.motors.append(mot)
 
     # ---- state --------------------------------------------------------------------------
+    def _pose(self):
+        """World positions and rotations of the bodies now (kept from body_state when the
+        state has not changed since: PyODE reads them one call per body)."""
+        if self._seen is None:
+            bs = self.bodies
+            self._seen = (np.array([b.getPosition() for b in bs]),
+                          np.array([b.getRotation() for b in bs]).reshape(-1, 3, 3))
+        return self._seen
+
     def body_state(self) -> BodyState:
+        self._seen = None
+        pos, rot = self._pose()
+        self._seen = pos.copy(), rot.copy()  # the caller may change what it gets
         bs = self.bodies
-        pos = np.array([b.getPosition() for b in bs])
-        rot = np.array([b.getRotation() for b in bs]).reshape(-1, 3, 3)
         v = np.array([b.getLinearVel() for b in bs])
         w = np.array([b.getAngularVel() for b in bs])
         return BodyState(pos, rot, v, w)
@@ -125,7 +139,8 @@ class OdeBackend(Backend):
     def _set_body_state(self, state: BodyState) -> None:
         # project onto the joints' manifold (hinges keep their axial part), as MuJoCo does
         s = q_to_state(self.rig, *state_to_q(self.rig, state))
-        for b in np.flatnonzero(~self.pinned):
+        self._seen = None
+        for b in self._free:
             body = self.bodies[b]
             body.setPosition(tuple(s.pos[b]))
             body.setRotation(tuple(s.rot[b].ravel()))
@@ -134,16 +149,22 @@ class OdeBackend(Backend):
 
     # ---- dynamics -----------------------------------------------------------------------
     def _apply_wrench(self, force, torque) -> None:
-        for b in np.flatnonzero(~self.pinned):
-            self.bodies[b].addForce(tuple(force[b]))
-            self.bodies[b].addTorque(tuple(torque[b]))
+        force, torque = force.tolist(), torque.tolist()
+        for b in self._free:
+            self.bodies[b].addForce(force[b])
+            self.bodies[b].addTorque(torque[b])
 
     def _collide(self) -> None:
         self.contact_group.empty()
         self._contacts[:] = 0
         if self.plane is None:
             return
+        # a box whose lowest corner is clear of the plane has no contact: skip asking ODE
+        pos, rot = self._pose()
+        lowest = pos[:, 2] - 0.5 * (np.abs(rot[:, 2, :]) * self.rig.body_size).sum(1)
         for b, g in self.geoms:
+            if lowest[b] > CLEAR:
+                continue
             cs = ode.collide(g, self.plane)
             for c in cs:
                 c.setMode(C_APPROX1 | C_SOFT_ERP | C_SOFT_CFM)
@@ -159,10 +180,16 @@ class OdeBackend(Backend):
         self.limit_group.empty()
         if not len(self._ball):
             return
-        G = np.array([self.bodies[b].getRotation() for b in range(self.rig.num_bodies)]).reshape(-1, 3, 3)
-        G = G @ np.swapaxes(self.rig.body_rest_rot, 1, 2)  # joint frames
+        G = self._pose()[1] @ np.swapaxes(self.rig.body_rest_rot, 1, 2)  # joint frames
         c, p = self._ball, self.rig.body_parent[self._ball]
-        rv = matrix_to_axis_angle(np.swapaxes(G[p], 1, 2) @ G[c])  # in the parent joint frame
+        rel = np.swapaxes(G[p], 1, 2) @ G[c]  # in the parent joint frame
+        # cos(angle) from the trace picks the joints near or past their cone cheaply; only
+        # those get the exact (and costlier) axis-angle the stop is set from
+        near = np.flatnonzero(0.5 * (np.trace(rel, axis1=1, axis2=2) - 1.0) < self._cos_cone + 1e-6)
+        if not len(near):
+            return
+        rv = np.zeros((len(c), 3))
+        rv[near] = matrix_to_axis_angle(rel[near])
         angle = np.linalg.norm(rv, axis=1)
         for k in np.flatnonzero(angle > self._cone):
             axis = G[p[k]] @ (rv[k] / angle[k])
@@ -181,6 +208,7 @@ class OdeBackend(Backend):
         self._collide()
         self._ball_limits()
         self.world.step(self.dt)
+        self._seen = None
         self._time += self.dt
 
     @property

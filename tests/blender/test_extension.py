@@ -38,6 +38,32 @@ def test_zip_contents_and_registration(sinew):
     assert sub(sinew, "core").package_root().parent.name == "user_default"
 
 
+@pytest.mark.smoke
+def test_installed_zip_runs_the_compiled_muscle_step(sinew):
+    """The zip carries this platform's compiled muscle step (and no other platform's), and
+    the installed engine loads it from the installed package, agreeing with numpy."""
+    if os.environ.get("SINEW_COMPILED") == "0":
+        pytest.skip("SINEW_COMPILED=0")
+    native = [n for n in zipfile.ZipFile(_zip()).namelist() if n.startswith("engine/native/") and not n.endswith("/")]
+    assert native == ["engine/native/sinew_muscle-linux-x64.so"]
+    compiled = sub(sinew, "engine.compiled")
+    assert compiled.status() == "compiled"
+    assert compiled.library_path().resolve().is_relative_to(Path(os.environ["BLENDER_USER_RESOURCES"]).resolve())
+    rig = sub(sinew, "core").load_model()
+    fat = sub(sinew, "engine.fatigue")
+    system = sub(sinew, "engine.muscle_step").MuscleSystem(rig)
+    assert system.path == "compiled"
+    rng = np.random.default_rng(3)
+    body = (rig.body_rest_rot, rig.body_rest_pos, rng.normal(size=(23, 3)),
+            rng.normal(size=(23, 3)))
+    state = fat.FatigueState(np.full(284, 0.3), np.full(284, 0.6), np.full(284, 0.1))
+    action = rng.uniform(-0.3, 0.3, 284)
+    res, ref = system.step(*body, action, state), system.step_numpy(*body, action, state)
+    for k in ("force", "body_force", "body_torque"):
+        a, b = getattr(res, k), getattr(ref, k)
+        assert np.abs(a - b).max() <= 1e-9 * np.abs(b).max()
+
+
 def test_bone_map_detect_edit_json(sinew, fresh, tmp_path):
     core = sub(sinew, "core")
     arm = make_mixamo_armature(core.load_model())
