@@ -17,8 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.motion import SourceMotion, SourceSkeleton, read_bvh, write_bvh
-from engine.transforms import MIRROR_X, quat_conjugate, quat_multiply, quat_slerp
+try:  # the project's engine; in a Blender-like Python (tests/blender) only the installed extension has one
+    from engine.motion import SourceMotion, SourceSkeleton, read_bvh, write_bvh
+    from engine.transforms import MIRROR_X, quat_conjugate, quat_multiply, quat_slerp
+except ImportError:
+    from bl_ext.user_default.sinew.engine.motion import SourceMotion, SourceSkeleton, read_bvh, write_bvh
+    from bl_ext.user_default.sinew.engine.transforms import MIRROR_X, quat_conjugate, quat_multiply, quat_slerp
 
 MOTION_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "mass" / "motion"
 NAME_STYLES = ("mass", "mixamo", "cmu")
