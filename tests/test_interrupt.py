@@ -126,8 +126,8 @@ def test_simulate_stopped_by_a_signal_keeps_a_partial_take(tmp_path, sig, code):
     report = json.loads((out / "report.json").read_text())
     assert report["summary"]["partial"] and report["meta"]["stopped_at_s"] == t_stop
     assert "stopped early" in (out / "report.md").read_text()
-    assert sorted(p.name for p in out.iterdir()) == ["activation.png", "fatigue.png", "report.json", "report.md",
-                                                     "take.npz"]  # no temporary files left
+    assert sorted(p.name for p in out.iterdir()) == ["activation.png", "fatigue.png", "gait.png", "report.json",
+                                                     "report.md", "take.npz"]  # no temporary files left
 
 
 def test_train_stopped_by_ctrl_c_keeps_a_checkpoint_that_resumes(tmp_path):
