@@ -368,15 +368,26 @@ def test_batch_script(sinew, fresh, tmp_path):
 
 def test_sinew_bake_command(sinew, fresh, tmp_path):
     """`sinew bake` (engine.bake_command) wraps the batch script and passes its JSON through."""
-    import argparse
     import importlib.util
+    import sys
 
-    # the command's own module (standard library only), without making the source tree's
-    # engine importable in this Blender-like Python
-    spec = importlib.util.spec_from_file_location("sinew_bake_command", ROOT / "engine" / "bake_command.py")
-    bake_command = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bake_command)
-    add_bake_parser = bake_command.add_bake_parser
+    # the command's own module and the standard-library-only helpers it imports relatively
+    # (atomic, errors, interrupt), from the source tree under a private package name, so that
+    # `import engine` still fails in this Blender-like Python
+    pkg = "_sinew_source_engine"
+    spec = importlib.util.spec_from_file_location(pkg, ROOT / "engine" / "__init__.py",
+                                                  submodule_search_locations=[str(ROOT / "engine")])
+    sys.modules[pkg] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules[pkg])
+    try:
+        _bake_command_checks(importlib.import_module(f"{pkg}.bake_command").add_bake_parser, sinew, tmp_path)
+    finally:  # leave nothing of the source tree loaded (test_runtime checks the process)
+        for name in [m for m in sys.modules if m == pkg or m.startswith(pkg + ".")]:
+            del sys.modules[name]
+
+
+def _bake_command_checks(add_bake_parser, sinew, tmp_path):
+    import argparse
 
     ap = argparse.ArgumentParser()
     add_bake_parser(ap.add_subparsers(dest="command"))
