@@ -90,11 +90,9 @@ def touchdowns(contacts: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def _knee_angles(rig, q: np.ndarray) -> np.ndarray:
-    """(N, 2) hinge angle (rad) of the right and left knee (TibiaR/L) from q."""
-    qn = np.array([7, 4, 1])[rig.joint_type]
-    qstart = np.concatenate([[0], np.cumsum(qn)])
-    return q[:, [qstart[rig.body_index(f"Tibia{s}")] for s in "RL"]]
+def knee_flexion_deg(rig, q: np.ndarray) -> np.ndarray:
+    """(N, 2) hinge angle (deg) of the right and left knee (TibiaR/L) from q."""
+    return np.degrees(q[:, [rig.q_start[rig.body_index(f"Tibia{s}")] for s in "RL"]])
 
 
 def window_metrics(rig, times, body_pos, body_quat, q, lo: float, hi: float, steps=None) -> dict:
@@ -123,7 +121,7 @@ def window_metrics(rig, times, body_pos, body_quat, q, lo: float, hi: float, ste
     strides = np.concatenate(strides)
     if strides.size:
         out["stride_m"] = float(strides.mean())
-    knees = np.degrees(_knee_angles(rig, q[sel]))
+    knees = knee_flexion_deg(rig, q[sel])
     out["knee_range_deg"] = float(np.mean(np.percentile(knees, 95, axis=0) - np.percentile(knees, 5, axis=0)))
     trunk = body_pos[sel, rig.body_index("Torso")] - pelvis[sel]
     lean = np.degrees(np.arctan2(np.linalg.norm(trunk[:, :2], axis=1), trunk[:, 2]))

@@ -101,6 +101,12 @@ class Rig:
     def dof_start(self) -> np.ndarray:
         return np.concatenate([[0], np.cumsum(self.joint_dofs)])
 
+    @cached_property
+    def q_start(self) -> np.ndarray:
+        """Where each body's joint starts in q (B + 1,): free 7, ball 4 (a quaternion),
+        hinge 1 coordinates (engine.kinematics.rest_q layout)."""
+        return np.concatenate([[0], np.cumsum(np.array([7, 4, 1])[self.joint_type])])
+
     @property
     def num_dofs(self) -> int:
         return int(self.dof_start[-1])

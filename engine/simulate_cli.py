@@ -256,7 +256,7 @@ def report_markdown(take, files) -> str:
     for k in ("seconds", "realtime_factor", "joint_err_deg_mean", "root_err_cm_mean", "fell", "diverged", "partial",
               "residual_strength", "residual_mean_N", "residual_max_N", "residual_torque_mean_Nm",
               "residual_mean_body_weights"):
-        lines.append(f"| {k} | {s.get(k, '-')} |")
+        lines.append(f"| {k} | {s[k]} |")
     for g, v in s["MF_mean_by_group"].items():
         lines.append(f"| M_F mean, {g} | {v:.4f} |")
     for g, v in s["MF_final_by_group"].items():

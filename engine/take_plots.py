@@ -38,7 +38,7 @@ def _finish(axes, take) -> None:
         _segments(ax, take)
         for p in take.meta.get("pushes") or []:
             ax.axvspan(p["time"], p["time"] + max(p["seconds"], 0.05), color="#ff7f0e", alpha=0.3, lw=0)
-    if take.meta.get("fell") or take.meta.get("diverged") or is_partial(take.meta):
+    if is_partial(take.meta):
         t = take.times[-1]
         axes[0].axvline(t, color="r", lw=1.2)
         axes[0].text(t, 0.5, " stopped", color="r", transform=axes[0].get_xaxis_transform(), fontsize=8)

@@ -10,9 +10,10 @@ from pathlib import Path
 def extra_lines(take) -> list[str]:
     """Calibration poses skipped or kept (engine.motion.calibration), how the character
     came through each push (engine.push), and the gait early against late (engine.gait)."""
+    from .motion.calibration import describe as calibration
     from .push import describe as push
 
-    out = [f"calibration {Path(c['source']).name}: {describe_calibration(c['calibration'])}"
+    out = [f"calibration {Path(c['source']).name}: {calibration(c['calibration'])}"
            for c in take.meta["clips"] if c.get("calibration")]
     out += [f"push        {push(r)}" for r in take.meta["summary"].get("pushes", [])]
     if take.meta["summary"].get("gait"):
@@ -20,12 +21,6 @@ def extra_lines(take) -> list[str]:
 
         out.append(f"gait        {gait(take.meta['summary']['gait'])}")
     return out
-
-
-def describe_calibration(cal) -> str:
-    from .motion.calibration import describe
-
-    return describe(cal)
 
 
 def glance_lines(take) -> list[str]:
@@ -46,10 +41,11 @@ def extra_markdown(take) -> list[str]:
     """report.md sections on the gait, calibration poses and pushes (each empty when there
     is nothing to say)."""
     from .gait import markdown as gait_table
+    from .motion.calibration import describe as calibration
     from .push import markdown as push_table
 
     s = take.meta["summary"]
-    cal = [f"- {Path(c['source']).name}: {describe_calibration(c['calibration'])}"
+    cal = [f"- {Path(c['source']).name}: {calibration(c['calibration'])}"
            for c in take.meta["clips"] if c.get("calibration")]
     head = ["", "Calibration poses found at the start of the clips:", ""] if cal else []
     return (gait_table(s["gait"]) if s.get("gait") else []) + head + cal + push_table(s.get("pushes", []))

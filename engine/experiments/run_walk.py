@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import fatigue as fat
 from ..errors import ParameterError
+from ..gait import knee_flexion_deg
 from ..rig import GROUPS, Rig
 
 MOTION = Path(__file__).resolve().parents[3] / "shared" / "reference" / "mass" / "motion"
@@ -41,17 +42,6 @@ class RunWalkSetup:
         if self.run <= 0 or self.walk <= 0:
             raise ParameterError("run", "run and walk must both last > 0 seconds")
         return self
-
-
-def knee_flexion_deg(rig: Rig, q: np.ndarray) -> np.ndarray:
-    """Knee (tibia hinge) angles, degrees, (N, 2) right and left, from generalised coordinates."""
-    from ..kinematics import rest_q
-
-    qn = np.array([7, 4, 1])[rig.joint_type]
-    qstart = np.concatenate([[0], np.cumsum(qn)])
-    cols = [qstart[rig.body_index(n)] for n in ("TibiaR", "TibiaL")]
-    del rest_q
-    return np.degrees(q[:, cols])
 
 
 def window_metrics(rig: Rig, take, t0: float, t1: float) -> dict:

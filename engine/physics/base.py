@@ -96,8 +96,7 @@ class Backend(ABC):
         self.limits = bool(limits)
         self.pinned = pin
         self._rest_q = rest_q(rig)
-        qn = np.array([7, 4, 1])[rig.joint_type]
-        qstart = np.concatenate([[0], np.cumsum(qn)])
+        qstart = rig.q_start
         self._pin_qi = np.concatenate([np.arange(qstart[b], qstart[b + 1]) for b in np.flatnonzero(pin)] + [[]]).astype(int)
         self._pin_vi = np.concatenate([np.arange(rig.dof_start[b], rig.dof_start[b + 1]) for b in np.flatnonzero(pin)] + [[]]).astype(int)
         self.rest_state = q_to_state(rig, self._rest_q, np.zeros(rig.num_dofs))

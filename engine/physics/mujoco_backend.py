@@ -28,11 +28,10 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from ..kinematics import BALL, FREE, HINGE
+from ..kinematics import BALL, FREE
 from ..transforms import matrix_to_quat
 from .base import GRAVITY, Backend, BodyState, _finite, ball_cone, state_to_q
 
-_QN, _VN = {FREE: 7, BALL: 4, HINGE: 1}, {FREE: 6, BALL: 3, HINGE: 1}
 # w x r for rows (B, 3) as one product: (w r^T flattened) @ _EPS, _EPS[3 j + k, i] = eps_ijk.
 # Every sum is one product minus another plus exact zeros: the same bits as transforms.cross.
 _EPS = np.zeros((9, 3))
@@ -130,12 +129,10 @@ class MujocoBackend(Backend):
         self._bodies = np.arange(1, m.nbody)
         self._root = m.body_rootid[1:]
         # engine q / qdot index of every MuJoCo qpos / qvel entry (pinned joints are absent)
-        qstart = np.concatenate([[0], np.cumsum([_QN[int(t)] for t in rig.joint_type])])
         qi, vi = [], []
         for b in np.flatnonzero(~self.pinned):
-            t = rig.joint_type[b]
-            qi += range(qstart[b], qstart[b] + _QN[int(t)])
-            vi += range(rig.dof_start[b], rig.dof_start[b] + _VN[t])
+            qi += range(rig.q_start[b], rig.q_start[b + 1])
+            vi += range(rig.dof_start[b], rig.dof_start[b + 1])
         self._qi, self._vi = np.array(qi, dtype=int), np.array(vi, dtype=int)
         assert len(qi) == m.nq and len(vi) == m.nv
         self._geom_body = m.geom_bodyid - 1  # rig body of each geom (-1: ground)
