@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from .argtypes import number
 from .atomic import check_out_dir, check_out_file, write_text

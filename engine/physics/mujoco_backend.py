@@ -126,7 +126,6 @@ class MujocoBackend(Backend):
         names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, i) for i in range(1, m.nbody)]
         if names != list(rig.body_names):
             raise RuntimeError("MuJoCo body order differs from the rig's")  # a bug, not bad input
-        self._bodies = np.arange(1, m.nbody)
         self._root = m.body_rootid[1:]
         # engine q / qdot index of every MuJoCo qpos / qvel entry (pinned joints are absent)
         qi, vi = [], []
