@@ -46,6 +46,7 @@ def bench_tracking(seconds: float = 2.0, rig_name: str = "human284", clip: str |
         decisions_per_s=round(t["decisions"] / max(take.meta["simulated_seconds"], 1e-9), 1),
         muscle_path=muscle_path,
         joint_err_deg_mean=take.meta["summary"]["joint_err_deg_mean"],
+        ground_force_gap_body_weights=take.meta["summary"]["ground_force_gap_body_weights"],
     )
     lines = [f"tracking controller, fresh walk, {take.meta['simulated_seconds']:.1f} s ({backend}, one core):",
              f"  prepare (reference, inverse dynamics, moment arms, contacts) {per['prepare_s']:9.1f} us/step",
@@ -54,4 +55,7 @@ def bench_tracking(seconds: float = 2.0, rig_name: str = "human284", clip: str |
              f"{per['muscles_and_physics_s']:9.1f} us/step",
              f"  bare physics step                                          {physics_us:9.1f} us/step",
              f"  whole loop {total_us:9.1f} us/step = {summary['realtime_factor']['tracking']}x real time"]
+    gap = summary["ground_force_gap_body_weights"]
+    if gap is not None:
+        lines.append(f"  ground force planned vs given by the physics: {gap:.3f} body weights apart a step (mean)")
     return summary, lines

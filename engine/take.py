@@ -370,6 +370,8 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
                for (ref, sec, name), (src, _) in zip(refs, clips)],
         fatigue=asdict(fatigue), tracking=_params_dict(params) if controller == "tracking" else None,
         blend_s=blend, demands=demands, pushes=[p.as_dict() for p in pushes],
+        # mean |ground force the physics gave - the one the tracker planned| (N); None: not measured
+        ground_force_gap_N=ctrl.ground_gap_N() if hasattr(ctrl, "ground_gap_N") else None,
         segments=[dict(label=s.label, start_s=s.start / 120.0, seconds=s.steps / 120.0, phase_frame=s.phase)
                   for s in plan.segments],
         planned_seconds=n / 120.0, simulated_seconds=sim_seconds,
@@ -457,6 +459,8 @@ def summarize(take: Take, rig: Rig) -> dict:
         residual_max_N=round(float(rf.max()), 3),
         residual_torque_mean_Nm=round(float(rt[skip].mean()), 3) if skip.any() else 0.0,
         residual_mean_body_weights=round(float(rf[skip].mean()) / (rig.mass_kg * 9.81), 4) if skip.any() else 0.0,
+        ground_force_gap_body_weights=(round(m["ground_force_gap_N"] / (rig.mass_kg * 9.81), 4)
+                                       if m.get("ground_force_gap_N") is not None else None),
         MF_mean_by_group={g: round(float(mf[:, i].mean()), 5) for i, g in enumerate(GROUPS)},
         MF_final_by_group={g: round(float(mf[-1, i]), 5) for i, g in enumerate(GROUPS)},
         effort_by_group=effort_by_group, exhausted_after_s_by_group=exhausted_s,

@@ -110,7 +110,8 @@ class TrackingController:
         self._jp = np.zeros((sim.rig.num_bodies, 3, self.model.nv))
         self._jr = np.zeros((sim.rig.num_bodies, 3, self.model.nv))
         self.last = None  # the last decision's details, for probes and tests
-        self.stats = dict(solve_s=0.0, prepare_s=0.0, decisions=0)
+        self.stats = dict(solve_s=0.0, prepare_s=0.0, decisions=0, ground_gap_N=0.0, ground_gap_steps=0)
+        self._planned_ground = None
 
     # ---- pieces -----------------------------------------------------------------------
     def wanted_acceleration(self, q, qd, step):
@@ -149,6 +150,26 @@ class TrackingController:
         self._M[np.diag_indices(m.nv)] += m.opt.timestep * m.dof_damping
         return self._M, d.qfrc_bias - d.qfrc_passive
 
+    def _check_ground(self, sim) -> None:
+        """Adds |ground force the physics gave in the last step - ground force the last
+        decision planned| to stats (ground_gap_N, ground_gap_steps). The plan's contacts are
+        rigid corners within contact_margin under a friction pyramid; MuJoCo's are soft
+        (they push a sunken foot back out), so the two differ, and the root residual and the
+        joint PD absorb the difference. Measured on the fresh walk: 0.34 body weights a step
+        on average (130 N horizontal, 144 N vertical) against a mean residual of 0.05: the
+        gap, not the clip, is what a residual-free controller has to close first."""
+        if self._planned_ground is None or self._shadow:
+            return
+        realised = sim.physics.ground_force()
+        if realised is not None:
+            self.stats["ground_gap_N"] += float(np.linalg.norm(realised - self._planned_ground))
+            self.stats["ground_gap_steps"] += 1
+
+    def ground_gap_N(self) -> float | None:
+        """Mean |realised - planned| ground force over the take's decisions so far (N)."""
+        n = self.stats["ground_gap_steps"]
+        return self.stats["ground_gap_N"] / n if n else None
+
     # ---- the decision -----------------------------------------------------------------
     def body_jacobians(self):
         """Angular and linear velocity of every body's centre per unit velocity of each DOF,
@@ -180,6 +201,7 @@ class TrackingController:
         t0 = time.perf_counter()
         rig = self.rig
         q, qd = sim.physics.get_q()
+        self._check_ground(sim)
         a_star, q_ref = self.wanted_acceleration(q, qd, sim.steps)
         Mm, bias = self.dynamics(q, qd)
         tau = Mm @ a_star + bias
@@ -193,6 +215,7 @@ class TrackingController:
         contact_gf = Jc.T @ sol.contact
         g = sol.residual
         self._warm, self._active = sol.activation, sol.active
+        self._planned_ground = contact_gf[:3].copy()  # the free root's translation rows: the summed ground force
         t2 = time.perf_counter()
         # residual generalised force -> force at the pelvis centre and torque (world)
         force = g[:3].copy()

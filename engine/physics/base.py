@@ -164,6 +164,11 @@ class Backend(ABC):
         self.external_force = _finite("external force", force, (self.rig.num_bodies, 3)).copy()
         self._external = bool(np.any(self.external_force))
 
+    def ground_force(self) -> np.ndarray | None:
+        """World-frame force (3,) the ground put on the character in the last step, where
+        the backend can tell (None otherwise)."""
+        return None
+
     def kinetic_energy(self) -> float:
         s = self.body_state()
         w_local = np.einsum("bji,bj->bi", s.rot, s.angvel)

@@ -188,6 +188,14 @@ class MujocoBackend(Backend):
         self._xfrc.fill(0.0)
         mujoco.mj_step1(m, d)
 
+    def ground_force(self):
+        """World-frame force (3,) the ground put on the character in the last step: the
+        constraint force on the free root's translation, which sums every contact force
+        (joint limits act on joint coordinates only). None when the root is pinned."""
+        if self.pinned[0]:
+            return None
+        return self.data.qfrc_constraint[:3].copy()
+
     @property
     def time(self) -> float:
         return float(self.data.time)
