@@ -194,7 +194,7 @@ def test_drop_comes_to_rest(prig, name):
 def test_mujoco_ground_force_is_the_momentum_change(prig):
     """The ground force MuJoCo reports for a step is, with gravity, the character's change
     of linear momentum over that step (a second computation from the body states), while
-    it lands and collapses; the ODE backend does not report one."""
+    it lands and collapses."""
     be = make_backend("mujoco", prig)
     q, _ = be.get_q()
     q[2] += 0.02
@@ -212,16 +212,11 @@ def test_mujoco_ground_force_is_the_momentum_change(prig):
     # measured 0.16 N on average, 4 N at most during the impact; the force of the step
     # before (an off-by-one) is ~60 N away on average
     assert np.mean(gaps) < 1.0 and max(gaps) < 10.0
-    if _has_ode():
-        assert make_backend("ode", prig).ground_force() is None
 
 
-def _has_ode() -> bool:
-    try:
-        import ode  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def test_ode_reports_no_ground_force(prig):
+    _ode()
+    assert make_backend("ode", prig).ground_force() is None
 
 
 # ---- (e) joint damping ----------------------------------------------------------------------
