@@ -5,7 +5,8 @@
 
 On an exception the block's new data-blocks (Action, display objects, meshes, node
 groups, materials, ...) are removed, the armature's active Action, slot and NLA tracks
-and its Sinew settings (bone map, retarget state) are put back, and the exception goes on
+and its Sinew settings (bone map, retarget state, and their mirror arm.sinew_saved that a
+file reload restores from) are put back, and the exception goes on
 to the caller, which reports it. Nothing is written outside bpy.data."""
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def _restore_animation(arm, state) -> None:
 def _settings(arm) -> dict:
     s = arm.sinew
     return dict(retargeted=s.retargeted, model_scale=s.model_scale, map_source=s.map_source,
-                bone_map=[(it.body, it.bone) for it in s.bone_map])
+                bone_map=[(it.body, it.bone) for it in s.bone_map], saved=arm.sinew_saved)
 
 
 def _restore_settings(arm, saved: dict) -> None:
@@ -67,6 +68,7 @@ def _restore_settings(arm, saved: dict) -> None:
             it = s.bone_map.add()
             it.body, it.bone = body, bone
     s.retargeted, s.model_scale, s.map_source = saved["retargeted"], saved["model_scale"], saved["map_source"]
+    arm.sinew_saved = saved["saved"]  # last: setting the bone map rewrites the mirror
 
 
 @contextmanager

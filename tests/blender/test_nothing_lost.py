@@ -32,7 +32,7 @@ def _scene_state(name="Mixamo"):
     ad = arm.animation_data
     return dict(ids=_ids(), action=ad.action.name, curves=fcurve_snapshot(ad.action),
                 tracks=[t.name for t in ad.nla_tracks], retargeted=arm.sinew.retargeted,
-                bone_map=[(it.body, it.bone) for it in arm.sinew.bone_map])
+                bone_map=[(it.body, it.bone) for it in arm.sinew.bone_map], saved=arm.sinew_saved)
 
 
 def _setup(sinew, seconds=0.5):
