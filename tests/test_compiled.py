@@ -76,7 +76,6 @@ def test_compiled_step_equals_numpy(rig, system, seed, moving):
     assert (counts > 20).all(), counts  # both clips and the inside are exercised
 
 
-@needs_compiled
 def test_compiled_step_keeps_nothing_between_calls(rig, system):
     """Results are fresh arrays: the next step does not overwrite the last one's."""
     body, action, _, state = random_case(rig, 7)
@@ -87,7 +86,6 @@ def test_compiled_step_keeps_nothing_between_calls(rig, system):
     assert np.array_equal(first.fatigue.MR, kept[2])
 
 
-@needs_compiled
 def test_power_identity_on_the_compiled_path(rig, system):
     """Virtual work: sum_b F_b . v_b + tau_b . omega_b = -sum_m f_m dl_m/dt."""
     for seed in range(3):

@@ -16,6 +16,7 @@ from engine import fatigue as fat
 from engine.errors import OutputPathError
 
 from .conftest import MASS, REPO
+from .test_cli import last_json, sinew
 
 WALK = MASS / "motion" / "walk.bvh"
 SINEW = [sys.executable, "-m", "engine"]
@@ -142,10 +143,8 @@ def test_train_stopped_by_ctrl_c_keeps_a_checkpoint_that_resumes(tmp_path):
     assert last.startswith("sinew train: stopped by SIGINT after iteration ") and "--resume" in last
     done = load_checkpoint(run)["iteration"]
     assert 1 <= done < 50
-    r = subprocess.run(SINEW + ["train", "--out", str(run), "--resume", "--iterations", str(done + 1), "--json"],
-                       cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout.strip().splitlines()[-1])["iterations"] == done + 1
+    r = sinew("train", "--out", str(run), "--resume", "--iterations", str(done + 1), "--json")
+    assert last_json(r)["iterations"] == done + 1
     assert load_checkpoint(run)["iteration"] == done + 1
 
 
@@ -262,7 +261,7 @@ def test_output_paths_are_checked_with_one_line(tmp_path):
 def test_commands_refuse_an_unwritable_out_before_any_work(tmp_path, command):
     (tmp_path / "f").write_text("keep me")
     cmd = [c.format(file=tmp_path / "f", dir=tmp_path) for c in command]
-    r = subprocess.run(SINEW + cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+    r = sinew(*cmd, check=False)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and str(tmp_path) in r.stderr, r.stderr
     assert (tmp_path / "f").read_text() == "keep me"

@@ -160,7 +160,7 @@ def test_cli_push_errors_are_one_line_and_the_report_says_how_it_recovered(tmp_p
     assert "| cadence (steps/min) |" in md and "| M_F, right leg |" in md and "gait        first " in cap.err
 
 
-def test_sinew_bake_passes_pushes_and_keep_calibration_to_the_batch_script(tmp_path, monkeypatch, capsys):
+def test_sinew_bake_passes_pushes_and_keep_calibration_to_the_batch_script(tmp_path, monkeypatch):
     from engine import bake_command
 
     seen = {}

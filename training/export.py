@@ -2,13 +2,10 @@
 PolicyController loads (engine.control.policy; no pickle, no torch needed to read it)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import numpy as np
-
-from engine.atomic import atomic_open
 from engine.control import policy as P
+from engine.npzfile import write_npz
 
 
 def export_policy(run_or_ckpt, out) -> dict:
@@ -26,9 +23,7 @@ def export_policy(run_or_ckpt, out) -> dict:
     arrays, meta = policy_file_arrays(tr.model, tr.cfg, dict(
         training=dict(iterations=int(ck["iteration"]), task_iterations=int(ck["task_iteration"]),
                       seconds=round(float(ck["seconds"]), 1), config=cfg.name, clips=[Path(c).name for c in cfg.clips])))
-    out = Path(out)
-    with atomic_open(out, "wb") as f:  # a file object: np.savez would append .npz to another suffix
-        np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
+    out = write_npz(out, P.FORMAT, P.FORMAT_VERSION, meta, arrays)
     pf = P.load_policy(out, tr.rig)  # read back: what we wrote must load
     return dict(parameters=pf.parameters, latent_dim=pf.latent_dim, has_task=pf.has_task,
                 rig=meta["rig"]["name"], out=str(out), bytes=out.stat().st_size)

@@ -647,5 +647,4 @@ def plot_log(log_path, out_path) -> Path:
         a.plot(get("iteration", task), get("task_loss", task))
         a.set_title("heading task loss (eq. 44)")
         ax[1, 3].axis("off")
-    fig.tight_layout()
-    return save(fig, out_path, layout=False, dpi=90)
+    return save(fig, out_path, dpi=90)

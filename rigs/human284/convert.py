@@ -35,7 +35,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from engine.atomic import atomic_path  # noqa: E402
+from engine.npzfile import write_npz  # noqa: E402
 from engine.rig import FORMAT, FORMAT_VERSION, GROUPS, JOINT_TYPES  # noqa: E402
 from engine.transforms import MIRROR_X, Y_UP_TO_Z_UP, orthonormalize  # noqa: E402
 
@@ -325,10 +325,7 @@ def convert(mass_dir: Path, out_dir: Path) -> dict:
         height_m=height,
         lbs_radius_m=LBS_RADIUS,
     )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _save(
-        out_dir / "human284.npz",
-        meta=np.array(json.dumps(meta)),
+    write_npz(out_dir / "human284.npz", FORMAT, FORMAT_VERSION, meta, dict(
         body_parent=parent, body_rest_pos=body_pos, body_rest_rot=body_rot,
         body_rest_pos_unsymmetrised=orig_pos,
         body_mass=mass, body_size=size, body_inertia=inertia,
@@ -341,22 +338,13 @@ def convert(mass_dir: Path, out_dir: Path) -> dict:
         muscle_lt=np.array([u["lt"] for u in units]),
         muscle_lmax=np.array([u["lmax"] for u in units]),
         muscle_rest_length=rest_length, muscle_group=group, muscle_twin=twin,
-    )
-    _save(
-        out_dir / "meshes.npz",
-        meta=np.array(json.dumps(dict(format="sinew-meshes", version=1, body_names=names,
-                                      frame="body-local, metres"))),
+    ), compress=True)
+    write_npz(out_dir / "meshes.npz", "sinew-meshes", 1, dict(body_names=names, frame="body-local, metres"), dict(
         vertices=np.concatenate(meshes_v).astype(np.float32),
         triangles=np.concatenate(meshes_f).astype(np.uint32),
         vertex_start=np.array(v_start), triangle_start=np.array(f_start),
-    )
+    ), compress=True)
     return meta
-
-
-def _save(path: Path, **arrays) -> None:
-    """np.savez_compressed, renamed into place once whole (engine.atomic)."""
-    with atomic_path(path) as tmp:
-        np.savez_compressed(tmp, **arrays)
 
 
 def main(argv=None) -> int:

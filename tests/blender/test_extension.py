@@ -369,7 +369,6 @@ def test_batch_script(sinew, fresh, tmp_path):
 def test_sinew_bake_command(sinew, fresh, tmp_path):
     """`sinew bake` (engine.bake_command) wraps the batch script and passes its JSON through."""
     import importlib.util
-    import sys
 
     # the command's own module and the standard-library-only helpers it imports relatively
     # (atomic, errors, interrupt), from the source tree under a private package name, so that
