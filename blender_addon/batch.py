@@ -60,7 +60,7 @@ def _run(argv, stop) -> int:
     from .engine.atomic import atomic_path, check_out_file
     from .engine.control.plan import parse_clip_arg
     from .engine.errors import SinewError
-    from .engine.interrupt import stopped_line
+    from .engine.interrupt import take_stopped_line
     from .engine.take import check_residual
 
     args = parser().parse_args(argv)
@@ -105,11 +105,7 @@ def _run(argv, stop) -> int:
                     MF_mean_by_group=summ.get("MF_mean_by_group"), pushes=summ.get("pushes", []))
     print(json.dumps(out_info))
     if stop.requested:
-        m = take.meta
-        where = (f"at t = {m['simulated_seconds']:.2f} s of {m['planned_seconds']:.2f} s" if m["interrupted"]
-                 else "while baking (the take is whole)")
-        print(stopped_line("bake", stop, where, f"the {'partial ' if m['partial'] else ''}take ({info['frames']} "
-                                                f"frames) baked into action '{info['action']}' in {out}"),
-              file=sys.stderr)
+        print(take_stopped_line("bake", stop, take.meta, "baking", info["frames"],
+                                f"baked into action '{info['action']}' in {out}"), file=sys.stderr)
         return stop.exit_code
     return 0

@@ -88,6 +88,15 @@ def stopped_line(command: str, flag: StopFlag, where: str, kept: str) -> str:
     return f"sinew {command}: stopped by {flag.name} {where}; kept {kept}"
 
 
+def take_stopped_line(command: str, flag: StopFlag, meta: dict, doing: str, frames: int, kept: str) -> str:
+    """stopped_line for a command that simulates a take (engine.take meta) and then writes it
+    out: where the signal came (during the simulation, or while `doing` the whole take's
+    output) and the take of `frames` frames kept, 'kept' saying where."""
+    where = (f"at t = {meta['simulated_seconds']:.2f} s of {meta['planned_seconds']:.2f} s" if meta["interrupted"]
+             else f"while {doing} (the take is whole)")
+    return stopped_line(command, flag, where, f"the {'partial ' if meta['partial'] else ''}take ({frames} frames) {kept}")
+
+
 @contextmanager
 def forward_signals(proc):
     """SIGINT and SIGTERM sent to this process go on to the child `proc` for the block (start

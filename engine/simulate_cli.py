@@ -155,14 +155,10 @@ def _simulate(args, stop) -> int:
     else:
         print("\n".join(lines))
     if stop.requested:
-        from .interrupt import stopped_line
+        from .interrupt import take_stopped_line
 
-        m = take.meta
-        where = (f"at t = {m['simulated_seconds']:.2f} s of {m['planned_seconds']:.2f} s" if m["interrupted"]
-                 else "while writing (the take is whole)")
-        kept = f"the {'partial ' if m['partial'] else ''}take ({take.num_frames} frames) in {out}: " + \
-            ", ".join(Path(f).name for f in files)
-        print(stopped_line("simulate", stop, where, kept), file=sys.stderr)
+        kept = f"in {out}: " + ", ".join(Path(f).name for f in files)
+        print(take_stopped_line("simulate", stop, take.meta, "writing", take.num_frames, kept), file=sys.stderr)
         return stop.exit_code
     return 0
 
