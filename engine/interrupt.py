@@ -50,18 +50,26 @@ def stop_on_signals(flag: StopFlag | None = None):
     handlers. Outside the main thread (where Python cannot install handlers) the flag is
     yielded unchanged, for a caller that sets it itself."""
     flag = flag or StopFlag()
-    if threading.current_thread() is not threading.main_thread():
-        yield flag
-        return
 
     def handler(signum, frame):
         if flag.requested:  # asked twice: stop now
             raise KeyboardInterrupt
         flag.request(f"interrupted by {signal.Signals(signum).name}", signum)
 
-    previous = {s: signal.signal(s, handler) for s in SIGNALS}
-    try:
+    with _handlers(handler):
         yield flag
+
+
+@contextmanager
+def _handlers(handler, signals=SIGNALS):
+    """`handler` for `signals` in the block, the previous handlers restored after it; nothing
+    outside the main thread, where Python cannot install handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, handler) for s in signals}
+    try:
+        yield
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
@@ -72,14 +80,8 @@ def children_ignore_sigint():
     """Processes started in the block ignore SIGINT (an ignored signal stays ignored across
     exec, and Python then installs no KeyboardInterrupt handler): a terminal's Ctrl-C, sent to
     the whole process group, reaches the parent alone, which stops its workers itself."""
-    if threading.current_thread() is not threading.main_thread():
+    with _handlers(signal.SIG_IGN, (signal.SIGINT,)):
         yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def stopped_line(command: str, flag: StopFlag, where: str, kept: str) -> str:
@@ -101,17 +103,9 @@ def take_stopped_line(command: str, flag: StopFlag, meta: dict, doing: str, fram
 def forward_signals(proc):
     """SIGINT and SIGTERM sent to this process go on to the child `proc` for the block (start
     it with start_new_session=True, so a terminal's Ctrl-C reaches it once, through here)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
     def handler(signum, frame):
         if proc.poll() is None:
             proc.send_signal(signum)
 
-    previous = {s: signal.signal(s, handler) for s in SIGNALS}
-    try:
+    with _handlers(handler):
         yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)

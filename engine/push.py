@@ -148,7 +148,6 @@ def recovery(take, push: Push) -> dict:
     """
     t, err = np.asarray(take.times), np.asarray(take.joint_err_deg, float)
     m = take.meta
-    stopped = m.get("stopped_at_s") if (m.get("fell") or m.get("diverged")) else None
     out = dict(push.as_dict(), reached=bool(t[-1] >= push.time))
     if not out["reached"]:
         return dict(out, fell=False, baseline_err_deg=None, peak_err_deg=None, err_after_deg=None,
@@ -168,6 +167,7 @@ def recovery(take, push: Push) -> dict:
         held = bad[h:] - bad[:-h] == 0 if len(smooth) >= h else np.zeros(0, bool)  # held[i]: smooth[i:i+h] all back
         ok = np.flatnonzero((t[:len(held)] >= push.end) & held)
         recovered = round(float(t[ok[0]] - push.end), 3) if ok.size else None
+    stopped = m.get("stopped_at_s")
     return dict(out, fell=bool(m.get("fell") and stopped is not None and stopped >= push.time),
                 baseline_err_deg=None if base is None else round(base, 3),
                 peak_err_deg=round(float(err[span].max()), 3),

@@ -142,7 +142,7 @@ def _ease_rule(motion: SourceMotion, R: np.ndarray, d: np.ndarray, last: int, ar
     first frame is at least max(JUMP_MIN_DEG, JUMP_FACTOR x ordinary) from every frame of
     the clip's second half (the motion), and the cut falls at the first frame within half
     that of it (the rest of the easing is kept: it no longer jumps)."""
-    pose = _pose_name(motion, 0, arms) if arms else "pose"
+    pose = _pose_name(motion, 0, arms)
     if pose == "pose":
         return Calibration(0, motion.fps)
     half = len(R) // 2

@@ -126,7 +126,6 @@ class MujocoBackend(Backend):
         names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, i) for i in range(1, m.nbody)]
         if names != list(rig.body_names):
             raise RuntimeError("MuJoCo body order differs from the rig's")  # a bug, not bad input
-        self._root = m.body_rootid[1:]
         # engine q / qdot index of every MuJoCo qpos / qvel entry (pinned joints are absent)
         qi, vi = [], []
         for b in np.flatnonzero(~self.pinned):
@@ -138,7 +137,7 @@ class MujocoBackend(Backend):
         # Views into MjData, made once (each attribute access builds a new array object);
         # one tree, so every body's cvel is about the subtree centre of mass of body 1.
         d = self.data
-        if not (self._root == 1).all():
+        if not (m.body_rootid[1:] == 1).all():
             raise RuntimeError("MuJoCo model has more than one body tree")  # a bug, not bad input
         self._xipos, self._ximat = d.xipos[1:], d.ximat[1:].reshape(-1, 3, 3)
         self._cvel, self._com = d.cvel[1:], d.subtree_com[1]
@@ -183,7 +182,7 @@ class MujocoBackend(Backend):
     def step(self) -> None:
         m, d = self.model, self.data
         if self._external:  # a push (set_external_force), on top of this step's wrench
-            d.xfrc_applied[1:, :3] += self.external_force
+            self._xfrc_bodies[:, :3] += self.external_force
         mujoco.mj_step2(m, d)
         self._xfrc.fill(0.0)
         mujoco.mj_step1(m, d)
