@@ -33,6 +33,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--residual", type=float, default=None,
                     help="tracking controller's root residual strength in body weights (default 1; 0 = none); "
                          "a policy applies none")
+    ap.add_argument("--pace", type=float, default=1.0,
+                    help="tracking controller's pace governor strength: tired legs play the clip slower, by "
+                         "STRENGTH %% per %% of their motor units fatigued beyond a tenth, down to half pace "
+                         "(default 1; 0 = the clip's own pace)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--push", action="append", default=[], metavar="TIME:FX,FY,FZ:SECONDS[:BODY]",
                     help="an external push: force in N (world frame) at the body's centre of mass (default the "
@@ -83,7 +87,7 @@ def _run(argv, stop) -> int:
                                       policy=args.policy, fatigue_scale=args.fatigue_scale, F=args.F, R=args.R,
                                       r=args.r, residual=residual, seed=args.seed,
                                       repetitions=args.repetitions, keep_calibration=args.keep_calibration,
-                                      pushes=args.push)
+                                      pushes=args.push, pace=args.pace)
         job.stop = stop
         take = job.run(keep_partial=True)
         sim_s = time.perf_counter() - t0
@@ -102,7 +106,8 @@ def _run(argv, stop) -> int:
                     frame_start=info["frame_start"], frame_end=info["frame_end"], fps=info["fps"],
                     simulate_s=round(sim_s, 3), bake_s=info["bake_s"], fell=summ.get("fell"),
                     partial=summ.get("partial"), seconds=summ.get("seconds"),
-                    MF_mean_by_group=summ.get("MF_mean_by_group"), pushes=summ.get("pushes", []))
+                    MF_mean_by_group=summ.get("MF_mean_by_group"), pace=summ.get("pace"),
+                    pushes=summ.get("pushes", []))
     print(json.dumps(out_info))
     if stop.requested:
         print(take_stopped_line("bake", stop, take.meta, "baking", info["frames"],

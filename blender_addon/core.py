@@ -238,9 +238,9 @@ class SimulationJob:
     """
 
     def __init__(self, clips, fps: int, controller="tracking", fatigue=None, residual=1.0, seed=0,
-                 backend="mujoco", policy=None, pushes=()):
+                 backend="mujoco", policy=None, pushes=(), pace=1.0):
         self.clips, self.fps, self.controller = clips, int(fps), controller
-        self.fatigue, self.residual, self.seed = fatigue, residual, seed
+        self.fatigue, self.residual, self.seed, self.pace = fatigue, residual, seed, pace
         self.backend, self.policy, self.pushes = backend, policy, list(pushes)
         self.fraction = 0.0
         self.take = None
@@ -260,7 +260,7 @@ class SimulationJob:
 
         self.started = time.perf_counter()
         kwargs = dict(controller=self.controller, fatigue=self.fatigue, backend=self.backend,
-                      seed=int(self.seed), fps=self.fps, params=TrackingParams(residual=float(self.residual)),
+                      seed=int(self.seed), fps=self.fps, params=TrackingParams(residual=float(self.residual), pace=float(self.pace)),
                       pushes=self.pushes)
         if self.policy:
             kwargs["policy"] = self.policy
@@ -412,16 +412,19 @@ def bake_take(context, arm, take, frame_start: int | None = None, action_name: s
 # ---- one entry point for the operator and the batch script -----------------------------------
 def prepare_simulation(context, arm, clips, fps=None, controller="tracking", policy=None, fatigue_scale=50.0,
                        F=0.01, R=0.002, r=2.0, residual=1.0, seed=0, repetitions=None, keep_calibration=False,
-                       pushes=()) -> SimulationJob:
+                       pushes=(), pace=1.0) -> SimulationJob:
     """Check everything before any work and return a job ready to run.
 
     clips: [(path or "ACTION", seconds or None)]; None seconds = the clip's own length (times
     `repetitions` when given); a calibration pose at a clip's start is skipped unless
-    keep_calibration. pushes: engine.push specs (a text field's string, or a list). Nothing
-    in the scene or the armature is changed."""
+    keep_calibration. pushes: engine.push specs (a text field's string, or a list). pace: the
+    tracking controller's pace governor strength (engine.control.pace). Nothing in the scene
+    or the armature is changed."""
+    from .engine.control.tracking import TrackingParams
     from .engine.push import check_pushes, parse_pushes
     from .engine.take import check_fps
 
+    TrackingParams(residual=residual, pace=pace).validate()
     pushes = check_pushes(parse_pushes(pushes) if isinstance(pushes, str) else pushes, load_model())
 
     if arm is None or getattr(arm, "type", None) != "ARMATURE":
@@ -450,7 +453,7 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
         policy = load_policy(bpy_abspath(policy), load_model())  # another rig, a broken file: refused now
     pushes = check_pushes(pushes, load_model(), sum(round(120 * s) for _, s in out) / 120.0)  # inside the take
     return SimulationJob(out, fps, controller=controller, fatigue=fatigue_params(fatigue_scale, F, R, r),
-                         residual=residual, seed=seed, policy=policy, pushes=pushes)
+                         residual=residual, seed=seed, policy=policy, pushes=pushes, pace=pace)
 
 
 def settings_job(context, s) -> tuple[object, SimulationJob]:
@@ -474,7 +477,7 @@ def settings_job(context, s) -> tuple[object, SimulationJob]:
     job = prepare_simulation(context, arm, [(src, seconds)], controller=s.controller, policy=policy,
                              fatigue_scale=s.fatigue_scale, F=s.F, R=s.R, r=s.r, residual=s.residual,
                              seed=s.seed, repetitions=s.repetitions if s.length_mode == "REPEAT" else None,
-                             keep_calibration=s.keep_calibration, pushes=s.pushes)
+                             keep_calibration=s.keep_calibration, pushes=s.pushes, pace=s.pace)
     return arm, job
 
 

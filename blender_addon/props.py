@@ -89,6 +89,10 @@ class SINEW_PG_scene(bpy.types.PropertyGroup):
     policy_path: StringProperty(name="Policy", subtype="FILE_PATH")
     residual: FloatProperty(name="Residual", default=1.0, min=0.0, soft_max=2.0,
                             description="Root residual strength in body weights (0 = none)")
+    pace: FloatProperty(name="Pace Governor", default=1.0, min=0.0, soft_max=2.0,
+                        description="As the legs tire (mean fatigued fraction above 0.1) the clip plays slower, "
+                                    "by this many % per % fatigued, down to half pace, and speeds up as they "
+                                    "recover; 0 = always the clip's own pace")
     seed: IntProperty(name="Seed", default=0, min=0)
     keep_calibration: BoolProperty(
         name="Keep calibration pose", default=False,

@@ -72,8 +72,9 @@ class SINEW_PT_simulate(_Panel, bpy.types.Panel):
         lay.prop(s, "controller")
         if s.controller == "policy":
             lay.prop(s, "policy_path")
-        else:  # a policy applies no root residual
+        else:  # a policy applies no root residual and plays at its own pace
             lay.prop(s, "residual")
+            lay.prop(s, "pace")
         lay.prop(s, "pushes")
         lay.prop(s, "seed")
         row = lay.row(align=True)

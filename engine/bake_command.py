@@ -45,7 +45,7 @@ def cmd_bake(args, extra: list[str] | None = None) -> int:
         passthrough.append("--keep-calibration")
     for flag, value in (("--fatigue-scale", args.fatigue_scale), ("--F", args.F), ("--R", args.R), ("--r", args.r),
                         ("--controller", args.controller), ("--policy", args.policy),
-                        ("--residual", args.residual), ("--seed", args.seed), ("--fps", args.fps),
+                        ("--residual", args.residual), ("--pace", args.pace), ("--seed", args.seed), ("--fps", args.fps),
                         ("--frame-start", args.frame_start), ("--repetitions", args.repetitions)):
         if value is not None:
             passthrough += [flag, str(value)]
@@ -112,6 +112,8 @@ def add_bake_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--controller", choices=("tracking", "policy"), help="tracking (default, no training) or a trained policy")
     p.add_argument("--policy", help="policy .npz for --controller policy (sinew export-policy)")
     p.add_argument("--residual", type=float, help="root residual strength in body weights (0 = none, default 1)")
+    p.add_argument("--pace", type=float, help="pace governor strength: tired legs play the clip slower "
+                   "(default 1; 0 = the clip's own pace)")
     p.add_argument("--seed", type=int, help="random seed (default 0); same inputs and seed give the same take")
     p.add_argument("--push", action="append", default=[], metavar="TIME:FX,FY,FZ:SECONDS[:BODY]",
                    help="an external push: force in N (world frame) at the body's centre of mass (default the "

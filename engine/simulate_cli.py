@@ -67,6 +67,10 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
                    help="tracking controller's root residual strength: bound on the pelvis 'hand of god' "
                    "force in body weights (and torque in body weight x 1 m); 0 = none (default 1). "
                    "A policy applies none")
+    p.add_argument("--pace", type=number("--pace", 0.0), default=1.0, metavar="STRENGTH",
+                   help="tracking controller's pace governor: as the legs tire (their mean fatigued fraction "
+                   "M_F above 0.1) the clips play slower, by STRENGTH %% per %% of M_F, down to half pace, and "
+                   "speed up again as they recover; 0 = always the recorded pace (default 1)")
     p.add_argument("--push", action="append", default=[], metavar="TIME:FX,FY,FZ:SECONDS[:BODY]",
                    help="an external push: force in N (world frame) at the body's centre of mass from TIME "
                    "for SECONDS; BODY defaults to Pelvis; repeat for more")
@@ -127,7 +131,7 @@ def _simulate(args, stop) -> int:
 
     rig = load_rig(args.rig)
     pushes = check_pushes(pushes, rig)  # a known body (the window is checked once the clips are read)
-    params = TrackingParams(residual=residual).validate()
+    params = TrackingParams(residual=residual, pace=args.pace).validate()
     loaded = []
     for path, seconds in clips:  # read/retarget the clips (fails fast on a bad file)
         ref, _ = load_clip(rig, path, keep_calibration=args.keep_calibration)
@@ -199,10 +203,24 @@ def report_lines(take, files) -> list[str]:
         f"({s['residual_mean_body_weights']:.3f} body weights), max {s['residual_max_N']:.0f} N, "
         f"torque mean {s['residual_torque_mean_Nm']:.1f} N m" if take.meta["controller"] == "tracking"
         else "residual    none (the policy's muscles alone)",
+        *pace_lines(take),
         "M_F mean    " + ", ".join(f"{g} {v:.3f}" for g, v in s["MF_mean_by_group"].items()),
     ] + effort_lines(take) + demand_lines(take) + take_report.extra_lines(take) + [
         "wrote       " + ", ".join(str(f) for f in files),
     ]
+
+
+def pace_lines(take) -> list[str]:
+    """How the pace governor played the reference (engine.control.pace); empty for policy
+    takes and takes saved before it existed."""
+    pc = take.meta.get("pace")
+    if not pc:
+        return []
+    if not pc["strength"]:
+        return ["pace        the recorded pace throughout (governor off)"]
+    return [f"pace        reference at {pc['final_rate']:.2f}x its recorded pace by the end (lowest "
+            f"{pc['min_rate']:.2f}x, mean {pc['mean_rate']:.2f}x; {pc['lag_s']:.1f} s behind the clip's clock; "
+            f"governor strength {pc['strength']:g})"]
 
 
 def effort_lines(take) -> list[str]:

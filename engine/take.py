@@ -279,6 +279,8 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         ctrl = PolicyController(policy, rig, mode="track", reference=PlanTrack(rig, plan), seed=int(seed))
     else:
         ctrl = TrackingController(sim, plan, params)
+    # the reference as the controller plays it (the tracker's pace governor slows it)
+    reference = ctrl.reference if hasattr(ctrl, "reference") else plan.sample
     demands = []
     if controller == "tracking":  # what each clip asks of the body (engine.control.demands)
         from .control.demands import reference_demands
@@ -296,7 +298,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
 
     def record(res_MA, res_MR, res_MF, activation, force):
         q, _ = sim.physics.get_q()
-        q_ref = plan.sample(sim.steps)[0]
+        q_ref = reference(sim.steps)[0]
         diff = plan.space.diff(q, q_ref)
         s = sim.state
         rec["times"].append(sim.time)
@@ -372,6 +374,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         blend_s=blend, demands=demands, pushes=[p.as_dict() for p in pushes],
         # mean |ground force the physics gave - the one the tracker planned| (N); None: not measured
         ground_force_gap_N=ctrl.ground_gap_N() if hasattr(ctrl, "ground_gap_N") else None,
+        pace=ctrl.pace.summary() if hasattr(ctrl, "pace") else None,
         segments=[dict(label=s.label, start_s=s.start / 120.0, seconds=s.steps / 120.0, phase_frame=s.phase)
                   for s in plan.segments],
         planned_seconds=n / 120.0, simulated_seconds=sim_seconds,
@@ -465,6 +468,7 @@ def summarize(take: Take, rig: Rig) -> dict:
         MF_final_by_group={g: round(float(mf[-1, i]), 5) for i, g in enumerate(GROUPS)},
         effort_by_group=effort_by_group, exhausted_after_s_by_group=exhausted_s,
         endurance_limit=round(fat.endurance_limit(fatigue), 4),
+        pace=m.get("pace"),
         pushes=recoveries(take), gait=take_gait(take, rig),
         frames=take.num_frames, fps=m["fps"],
         step_ms=dict(

@@ -2,10 +2,16 @@
 
 Must hold: the legs' mean M_F rises while running and falls while walking; the late run
 differs from the early run and the difference shrinks after the walk (checked on 5 s of
-running again). The tracking controller cannot do this with the bundled sprint (5.3 m/s).
-Measured (2026-11-23): the run opens at 26 deg mean joint error on ~1.3 body weights of
-root residual, the legs' M_F is 0.57 after 5 s and 0.65 after 20 s, and the character falls
-at 33 s, before the walk. Two reasons, both measured (issue 5's notes):
+running again), all with the character on its own muscles (no root residual).
+
+Measured (2026-11-24), with the pace governor (engine.control.pace) on by default: the take
+now runs its whole 85 s without falling (before the governor it fell at 33 s, before the
+walk). The tiring legs slow the sprint to half pace (early run 3.9 m/s, late run 2.7 m/s,
+knee flexion range 70 -> 53 deg); the legs' M_F is 0.64 at the end of the run and 0.62 after
+the walk; the last 5 s of running are as slow as the late run (2.7 m/s, knee range 54 deg).
+The shape of Fig. 11 is there, but barely (M_F falls by 0.02 in the walk, the rerun recovers
+1 deg of knee range), and the take leans on 0.84 body weights of root residual at 25 deg
+mean joint error. Two reasons, both measured (issue 5's notes):
 - the reference is beyond the body even fresh: along the looped sprint, with activations
   free in [0, 1], ~90 N m of joint torque stays unmet and the root needs ~0.4 body weights
   (engine.control.demands), mostly around landing, where the low-passed clip decelerates
@@ -13,12 +19,10 @@ at 33 s, before the walk. Two reasons, both measured (issue 5's notes):
 - 3CC-r holds a load of R / (F + R) = 1/6 of a muscle's strength indefinitely, at any
   fatigue scale. Tracking the sprint fresh takes the legs' muscles to 0.49 mean activation
   (the walk 0.23), so at scale 50 a quarter of the legs' strength is spent within ~3 s
-  (engine.take.effort). MuscleVAE's policy answers by running less powerfully; a tracker
-  that insists on the clip can only sag and fall.
-So the experiment test is an expected failure; what the take does show (the legs tire) is
-still checked.
+  (engine.take.effort).
+So the experiment test, which asks for all of it on the muscles alone, is an expected
+failure; what the take does show (the legs tire, the run slows) is still checked.
 """
-import numpy as np
 import pytest
 
 from engine.errors import ParameterError
@@ -47,11 +51,20 @@ def test_running_tires_the_legs(run_walk):
     assert s["legs_MF_end_run"] > s["legs_MF_start"] + 0.01
 
 
-@pytest.mark.xfail(reason="the tracker cannot keep up the sprint at fatigue scale 50: 26 deg fresh on a ~1.3 BW "
-                   "residual, and it falls at 33 s, before the walk; see the module docstring", strict=True)
+def test_tired_run_slows_down(run_walk):
+    """The pace governor slows the tiring sprint: the late run is slower than the early one."""
+    take, res = run_walk
+    s = res["summary"]
+    assert s["late_run"]["speed_mps"] < 0.85 * s["early_run"]["speed_mps"]
+    assert take.meta["pace"]["min_rate"] < 0.8
+
+
+@pytest.mark.xfail(reason="the tracker cannot carry the sprint on the muscles alone: ~0.8 body weights of root "
+                   "residual at 25 deg, and the walk hardly recovers the legs; see the module docstring", strict=True)
 def test_run_walk_fig11(run_walk):
     take, res = run_walk
     s = res["summary"]
+    assert s["take"]["residual_mean_body_weights"] < 0.05  # the character carries itself
     assert not s["fell"]
     assert s["legs_MF_end_run"] > s["legs_MF_start"] + 0.05  # rises while running
     assert s["legs_MF_end_walk"] < s["legs_MF_end_run"] - 0.02  # falls while walking

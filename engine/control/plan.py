@@ -232,18 +232,28 @@ class MotionPlan:
             clip = cache.get(id(ref)) or CyclicClip(self.space, ref, label)
             cache[id(ref)] = clip
             steps = int(round(seconds * PHYSICS_HZ))
-            if not self.segments:
-                seg = Segment(clip, 0, steps, 0, Planar(), label)
-            else:
-                q_prev = self._sample_segment(self.segments[-1], start)[0]
-                phase = self._best_phase(clip, q_prev)
-                q_new = clip.q[phase]
-                yaw = _yaw(q_prev[3:7]) - _yaw(q_new[3:7])
-                shift = q_prev[:2] - _rot2(yaw) @ q_new[:2]
-                seg = Segment(clip, start, steps, phase, Planar(float(yaw), (float(shift[0]), float(shift[1]))), label)
+            seg = Segment(clip, start, steps, 0, Planar(), label)
+            if self.segments:
+                seg.phase, seg.place = self._continue(clip, self._sample_segment(self.segments[-1], start)[0])
             self.segments.append(seg)
             start += steps
         self.total_steps = start
+
+    def _continue(self, clip: CyclicClip, q_prev: np.ndarray) -> tuple[int, Planar]:
+        """The phase of `clip` that best continues pose q_prev, and the turn and shift that put
+        its root where q_prev's is."""
+        phase = self._best_phase(clip, q_prev)
+        q_new = clip.q[phase]
+        yaw = _yaw(q_prev[3:7]) - _yaw(q_new[3:7])
+        shift = q_prev[:2] - _rot2(yaw) @ q_new[:2]
+        return phase, Planar(float(yaw), (float(shift[0]), float(shift[1])))
+
+    def rebase(self, i: int, prev_lag: float) -> None:
+        """Match segment i again to the clip before it as that was played, `prev_lag` steps
+        behind the plan's clock (engine.control.pace): a slowed clip reaches the switch at
+        another phase than planned, and the next clip must continue from there."""
+        seg = self.segments[i]
+        seg.phase, seg.place = self._continue(seg.clip, self._sample_segment(self.segments[i - 1], seg.start, prev_lag)[0])
 
     @staticmethod
     def _best_phase(clip: CyclicClip, q: np.ndarray) -> int:
@@ -252,8 +262,17 @@ class MotionPlan:
         d = np.linalg.norm(clip.q[:, 7:] - q[7:], axis=1) + 3.0 * np.abs(clip.q[:, 2] - q[2])
         return int(np.argmin(d))
 
-    def _sample_segment(self, seg: Segment, step: int):
-        return seg.clip.sample(seg.phase + step - seg.start, seg.place)
+    def _sample_segment(self, seg: Segment, step: int, lag: float = 0.0):
+        """The segment's clip `lag` steps behind the take's clock (engine.control.pace); a
+        fractional frame interpolates its two neighbours (positions on the manifold)."""
+        frame = seg.phase + step - seg.start - lag
+        k = int(np.floor(frame))
+        if k == frame:
+            return seg.clip.sample(max(k, 0), seg.place)
+        w = frame - k
+        qa, va, aa = seg.clip.sample(max(k, 0), seg.place)
+        qb, vb, ab = seg.clip.sample(max(k + 1, 0), seg.place)
+        return self.space.interp(qa, qb, w), (1 - w) * va + w * vb, (1 - w) * aa + w * ab
 
     def segment_index(self, step: int) -> int:
         for i in range(len(self.segments) - 1, -1, -1):
@@ -261,16 +280,19 @@ class MotionPlan:
                 return i
         return 0
 
-    def sample(self, step: int):
-        """(q, qvel, qacc) of the reference at physics step `step`."""
+    def sample(self, step: int, lag: float = 0.0, prev_lag: float = 0.0):
+        """(q, qvel, qacc) of the reference at physics step `step`, the current clip played
+        `lag` steps behind the take's clock and the one it cross-fades from `prev_lag` steps
+        (engine.control.pace; 0: the recorded pace). The velocities and accelerations are the
+        clip's own; a caller playing it at a rate scales them."""
         i = self.segment_index(step)
         seg = self.segments[i]
-        q, v, a = self._sample_segment(seg, step)
+        q, v, a = self._sample_segment(seg, step, lag)
         into = step - seg.start
         if i > 0 and into < self.blend_steps:
             w = (into + 1) / (self.blend_steps + 1)
             w = w * w * (3 - 2 * w)  # smoothstep
-            qp, vp, ap = self._sample_segment(self.segments[i - 1], step)
+            qp, vp, ap = self._sample_segment(self.segments[i - 1], step, prev_lag)
             q = self.space.interp(qp, q, w)
             v = (1 - w) * vp + w * v
             a = (1 - w) * ap + w * a

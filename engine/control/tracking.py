@@ -2,7 +2,8 @@
 
 Every `period` physics steps:
 
-1. Reference q, qdot, qddot at this step (engine.control.plan: looped / chained clips).
+1. Reference q, qdot, qddot at this step (engine.control.plan: looped / chained clips),
+   played slower as the legs tire (engine.control.pace, strength `pace`).
 2. Wanted accelerations qddot* = qddot_ref + kp (q_ref - q) + kd (qdot_ref - qdot), with
    differences on the configuration manifold (mj_differentiatePos).
 3. Inverse dynamics without contacts: tau = M qddot* + c(q, qdot) - passive (joint
@@ -35,7 +36,9 @@ import numpy as np
 from .. import fatigue as fat
 from ..errors import ParameterError
 from ..simulation import MuscleCommand
+from ..rig import GROUPS
 from .coordination import CoordinationWeights, MomentArms, coordinate
+from .pace import Pace
 from .plan import MotionPlan
 
 G = 9.81
@@ -66,9 +69,13 @@ class TrackingParams:
     # the residual more (0.115 body weights), co-contract more and take twice the iterations.
     # (Measured before the reference was low-passed at 5 Hz; with it: 4.51 deg, 0.033 body weights.)
     weights: CoordinationWeights = field(default_factory=lambda: CoordinationWeights(activation=1.0, smooth=10.0, residual=0.1))
+    # pace governor strength (engine.control.pace eq. 1): 1 slows the reference by 1 % per
+    # 1 % of the legs' motor units fatigued beyond a tenth, down to half pace; 0 keeps the
+    # recorded pace however tired the legs are
+    pace: float = 1.0
 
     def validate(self) -> "TrackingParams":
-        for name in ("kp", "kd", "residual", "contact_margin"):
+        for name in ("kp", "kd", "residual", "contact_margin", "pace"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
                 raise ParameterError(name, f"must be a finite number >= 0, got {v!r}")
@@ -112,10 +119,32 @@ class TrackingController:
         self.last = None  # the last decision's details, for probes and tests
         self.stats = dict(solve_s=0.0, prepare_s=0.0, decisions=0, ground_gap_N=0.0, ground_gap_steps=0)
         self._planned_ground = None
+        self.pace = Pace(self.params.pace, sim.dt)
+        self._legs = np.isin(sim.rig.muscle_group, [GROUPS.index("right_leg"), GROUPS.index("left_leg")])
+        self._paced_to = 0  # physics steps the pace governor has seen
 
     # ---- pieces -----------------------------------------------------------------------
+    def reference(self, step):
+        """(q, qdot, qddot) of the reference at physics step `step` as this take plays it:
+        `pace.lag` steps behind the plan's clock at `pace.rate` times the recorded speed."""
+        pc = self.pace
+        q_ref, v_ref, a_ref = self.plan.sample(step, pc.lag, pc.prev_lag)
+        if pc.rate != 1.0:
+            v_ref, a_ref = pc.rate * v_ref, pc.rate ** 2 * a_ref
+        return q_ref, v_ref, a_ref
+
+    def advance_pace(self, sim) -> None:
+        """Update the pace governor for every physics step since the last decision."""
+        mf_legs = float(sim.fatigue.MF[self._legs].mean())
+        while self._paced_to <= sim.steps:
+            i = self.plan.segment_index(self._paced_to)
+            if i != self.pace.segment and self.pace.lag:  # the next clip continues the slowed one
+                self.plan.rebase(i, self.pace.lag)
+            self.pace.update(mf_legs, i)
+            self._paced_to += 1
+
     def wanted_acceleration(self, q, qd, step):
-        q_ref, v_ref, a_ref = self.plan.sample(step)
+        q_ref, v_ref, a_ref = self.reference(step)
         err = self.plan.space.diff(q, q_ref)
         p = self.params
         return a_ref + p.kp * err + p.kd * (v_ref - qd), q_ref
@@ -203,6 +232,7 @@ class TrackingController:
         rig = self.rig
         q, qd = sim.physics.get_q()
         self._check_ground(sim)
+        self.advance_pace(sim)
         a_star, q_ref = self.wanted_acceleration(q, qd, sim.steps)
         Mm, bias = self.dynamics(q, qd)
         tau = Mm @ a_star + bias

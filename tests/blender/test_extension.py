@@ -100,6 +100,7 @@ def test_retarget_simulate_bake(sinew, fresh):
     assert fcurve_snapshot(original) == before
     s.clip_source, s.clip_path, s.length_mode, s.seconds = "FILE", str(WALK), "SECONDS", SECONDS
     s.fatigue_scale = 50.0
+    s.pace = 0.7
     t0 = time.perf_counter()
     assert bpy.ops.sinew.simulate() == {"FINISHED"}
     wall = time.perf_counter() - t0
@@ -118,6 +119,7 @@ def test_retarget_simulate_bake(sinew, fresh):
     F = int(table["sinew_frames"])
     assert F == info["frames"] and F >= int(SECONDS * 30)
     job_take = LAST_TAKE(sinew)
+    assert job_take.meta["tracking"]["pace"] == pytest.approx(0.7) and job_take.meta["pace"]["strength"] == pytest.approx(0.7)
     # the walk is within what the body can do: no warning about the clip
     assert job_take.meta["demands"] and "asks more" not in s.last_report
     sprint = dict(job_take.meta["demands"][0], clip="run.bvh", root_help_body_weights_mean=0.39)
@@ -331,10 +333,11 @@ def test_batch_script(sinew, fresh, tmp_path):
     out = tmp_path / "out.blend"
     env = dict(os.environ)
     r = subprocess.run(_bake_cmd("--scene", str(scene_path), "--armature", arm.name, "--clip", f"{WALK}:0.5",
-                                 "--out", str(out), "--json"), capture_output=True, text=True, env=env)
+                                 "--out", str(out), "--json", "--pace", "0"), capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["action"] == "MixamoIdle_fatigued_001" and summary["frames"] >= 15
+    assert summary["pace"]["strength"] == 0.0 and summary["pace"]["final_rate"] == 1.0
     bpy.ops.wm.open_mainfile(filepath=str(out))
     a = bpy.data.objects["Mixamo"]
     assert a.animation_data.action.name == summary["action"]
@@ -344,6 +347,7 @@ def test_batch_script(sinew, fresh, tmp_path):
     bad = tmp_path / "bad.bvh"
     bad.write_text("HIERARCHY\nROOT x\n{\n")
     for args, words in [(["--armature", "Nope", "--clip", str(WALK)], "no object named 'Nope'"),
+                        (["--armature", "Mixamo", "--clip", str(WALK), "--pace", "-1"], "pace"),
                         (["--armature", "Mixamo", "--clip", str(bad)], "bad.bvh"),
                         (["--armature", "Mixamo", "--clip", str(tmp_path / "missing.bvh")], "not found")]:
         r = subprocess.run(_bake_cmd("--scene", str(scene_path), *args, "--out", str(tmp_path / "x.blend")),

@@ -1,0 +1,181 @@
+"""The pace governor (engine.control.pace): tired legs play the reference slower.
+
+Checked against its equation (the rate law and its first-order lag in closed form), against
+the plan sampled on whole frames (a fractional lag interpolates), and on a tired walk, where
+the take must slow down as the legs' M_F rises; an unfatigued take plays exactly as without it.
+"""
+import numpy as np
+import pytest
+
+from engine import fatigue as fat
+from engine.control import pace as pc
+from engine.control.tracking import TrackingParams
+from engine.errors import ParameterError
+
+from .conftest import MOTION_DIR
+
+WALK = MOTION_DIR / "walk.bvh"
+WALK_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def walk_ref(rig):
+    from engine.control.plan import load_clip
+
+    return load_clip(rig, WALK)[0]
+
+
+def test_rate_law_is_eq_1():
+    assert pc.target_rate(0.0, 1.0) == 1.0  # fresh legs: the recorded pace
+    assert pc.target_rate(pc.THRESHOLD, 1.0) == 1.0
+    assert pc.target_rate(0.3, 1.0) == pytest.approx(1 - (0.3 - pc.THRESHOLD))
+    assert pc.target_rate(0.3, 2.0) == pytest.approx(1 - 2 * (0.3 - pc.THRESHOLD))
+    assert pc.target_rate(0.95, 1.0) == pc.FLOOR  # never slower than the floor
+    assert pc.target_rate(0.95, 0.0) == 1.0  # strength 0: off
+
+
+def test_rate_follows_a_first_order_lag_and_the_lag_sums_what_it_leaves_out():
+    dt, n, mf = 1 / 120, 240, 0.5
+    p = pc.Pace(1.0, dt)
+    for _ in range(n):
+        p.update(mf, 0)
+    target, a = pc.target_rate(mf, 1.0), dt / pc.TAU_S
+    k = np.arange(1, n + 1)
+    rates = target + (1 - target) * (1 - a) ** k  # closed form of rate += a (target - rate)
+    assert p.rate == pytest.approx(rates[-1], rel=1e-12)
+    assert p.lag == pytest.approx(np.sum(1 - rates), rel=1e-10)
+    s = p.summary()
+    assert s["min_rate"] == pytest.approx(rates[-1], abs=1e-4) and s["lag_s"] == pytest.approx(p.lag * dt, abs=1e-3)
+
+
+def test_a_new_clip_starts_at_its_own_clock_and_the_old_one_keeps_its_lag():
+    p = pc.Pace(1.0, 1 / 120)
+    for _ in range(120):
+        p.update(0.6, 0)
+    lag = p.lag
+    assert lag > 10
+    p.update(0.6, 1)
+    assert p.prev_lag == lag and p.lag == pytest.approx(1 - p.rate)
+
+
+def test_pace_strength_is_checked():
+    with pytest.raises(ParameterError, match="pace"):
+        TrackingParams(pace=-1.0).validate()
+    with pytest.raises(ParameterError, match="pace"):
+        TrackingParams(pace=float("nan")).validate()
+
+
+def test_a_fractional_lag_interpolates_the_plan_and_a_whole_one_shifts_it(rig, walk_ref):
+    from engine.control.plan import MotionPlan
+
+    plan = MotionPlan(rig, [(walk_ref, 3.0, "walk")])
+    for step in (40, 200):
+        shifted = plan.sample(step, lag=7.0)
+        for got, want in zip(shifted, plan.sample(step - 7)):
+            np.testing.assert_array_equal(got, want)
+        qa, va, aa = plan.sample(step - 8)
+        qb, vb, ab = plan.sample(step - 7)
+        q, v, a = plan.sample(step, lag=7.25)
+        np.testing.assert_allclose(q, plan.space.interp(qa, qb, 0.75), atol=1e-12)
+        np.testing.assert_allclose(v, 0.25 * va + 0.75 * vb, atol=1e-12)
+        np.testing.assert_allclose(a, 0.25 * aa + 0.75 * ab, atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def tired_walk(rig):
+    from engine.take import simulate
+
+    return simulate(rig, [(WALK, WALK_S)], fatigue=fat.FatigueParams(scale=50), fps=30)
+
+
+def test_a_tired_walk_slows_down_as_its_legs_tire(rig, tired_walk):
+    """At fatigue scale 50 the legs' M_F passes the threshold within seconds: the governor
+    slows the reference, and the take's own gait (measured from the bodies, engine.gait)
+    slows by more than 15 % from its first 5 s to its last 10 s."""
+    m = tired_walk.meta
+    assert not m["partial"]
+    s = m["summary"]
+    assert s["pace"]["strength"] == 1.0 and s["pace"]["min_rate"] < 0.8 and s["pace"]["lag_s"] > 1.0
+    g = s["gait"]
+    assert g["late"]["forward_speed_mps"] < 0.85 * g["early"]["forward_speed_mps"]
+    mf_legs = np.mean([s["MF_final_by_group"]["right_leg"], s["MF_final_by_group"]["left_leg"]])
+    # the final rate is eq. 1 at the legs' M_F, a second's lag behind (the M_F barely moves in a second)
+    assert s["pace"]["final_rate"] == pytest.approx(pc.target_rate(mf_legs, 1.0), abs=0.06)
+    # the recorded joint error is against the reference as played: tracking holds as it slows
+    late = tired_walk.times > WALK_S - 10
+    assert tired_walk.joint_err_deg[late].mean() < 25.0
+
+
+def test_an_unfatigued_take_plays_exactly_as_without_the_governor(rig):
+    from engine.take import simulate
+
+    kw = dict(fatigue=fat.FatigueParams(scale=1), fps=30)
+    on = simulate(rig, [(WALK, 1.0)], params=TrackingParams(pace=1.0), **kw)
+    off = simulate(rig, [(WALK, 1.0)], params=TrackingParams(pace=0.0), **kw)
+    np.testing.assert_array_equal(on.q, off.q)
+    np.testing.assert_array_equal(on.activation, off.activation)
+    assert on.meta["summary"]["pace"]["final_rate"] == 1.0 and on.meta["summary"]["pace"]["lag_s"] == 0.0
+
+
+def test_a_clip_after_a_slowed_one_continues_from_where_that_one_got_to(rig, walk_ref):
+    """plan.rebase: the next clip is matched again to the previous one as it was played (lag
+    steps behind), so the reference does not jump at the switch."""
+    from engine.control.plan import MotionPlan, load_clip
+
+    run_ref = load_clip(rig, MOTION_DIR / "run.bvh")[0]
+    plan = MotionPlan(rig, [(walk_ref, 2.0, "walk"), (run_ref, 2.0, "run")], blend=0.0)
+    seg = plan.segments[1]
+    lag = 37.0
+    prev = plan._sample_segment(plan.segments[0], seg.start, lag)[0]
+    before = plan._sample_segment(seg, seg.start)[0]
+    plan.rebase(1, lag)
+    after = plan._sample_segment(seg, seg.start)[0]
+    assert seg.phase == plan._best_phase(seg.clip, prev)
+    np.testing.assert_allclose(after[:2], prev[:2], atol=1e-9)  # the root carries on from the slowed walk
+    assert np.linalg.norm(before[:2] - prev[:2]) > 0.2  # where the plan had put it: 37 steps of walking away
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "fast"])
+def test_a_bad_pace_is_one_line_naming_the_flag(tmp_path, value):
+    from .test_cli import sinew
+
+    proc = sinew("simulate", "--clip", f"{WALK}:0.2", "--pace", value, "--out", str(tmp_path / "t"), check=False)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--pace" in lines[0]
+    assert not (tmp_path / "t").exists()
+
+
+def test_the_report_says_how_the_reference_was_played(tmp_path):
+    from .test_cli import last_json, sinew
+
+    proc = sinew("simulate", "--clip", f"{WALK}:0.3", "--pace", "0", "--no-plots", "--out", str(tmp_path / "t"), "--json")
+    assert "the recorded pace throughout (governor off)" in proc.stdout + proc.stderr
+    assert last_json(proc)["pace"] == dict(strength=0.0, final_rate=1.0, min_rate=1.0, mean_rate=1.0, lag_s=0.0)
+
+
+def test_sinew_bake_passes_the_pace_on(monkeypatch, tmp_path):
+    import argparse
+
+    from engine import bake_command
+
+    seen = {}
+
+    class FakeBake:
+        def __init__(self, cmd, **kw):
+            seen["cmd"] = cmd
+            self.returncode, self.pid = 0, 0
+
+        def communicate(self):
+            return '{"frames": 3, "action": "A", "out": "o.blend"}\n', ""
+
+    monkeypatch.setattr(bake_command.subprocess, "Popen", FakeBake)
+    ap = argparse.ArgumentParser()
+    bake_command.add_bake_parser(ap.add_subparsers(dest="command"))
+    scene = tmp_path / "s.blend"
+    scene.write_bytes(b"BLENDER")
+    args = ap.parse_args(["bake", str(scene), "--armature", "A", "--clip", "walk.bvh:2", "--out", "o.blend",
+                          "--pace", "0.5", "--blender", "/usr/bin/blender"])
+    assert args.func(args) == 0
+    tail = seen["cmd"][seen["cmd"].index("--") + 1:]
+    assert tail[tail.index("--pace") + 1] == "0.5"
