@@ -92,6 +92,14 @@ def mirror(m: SourceMotion) -> SourceMotion:
     return SourceMotion(s, m.rotations * flip, m.root_translation @ MIRROR_X, m.frame_time, local)
 
 
+def hold(m: SourceMotion, frame: int, frames: int = 240) -> SourceMotion:
+    """One frame of m held still for `frames` frames: a pose to stand in (issue 16's
+    standing test holds a frame of the walk)."""
+    k = np.full(frames, int(frame))
+    local = None if m.local_translations is None else m.local_translations[k]
+    return SourceMotion(m.skeleton, m.rotations[k], m.root_translation[k], m.frame_time, local)
+
+
 def calibration_pose(m: SourceMotion, kind: str = "T") -> tuple[np.ndarray, np.ndarray]:
     """One calibration frame for m's skeleton: (rotations (J, 4), root translation (3,)).
 

@@ -28,14 +28,12 @@ from engine.simulation import MuscleCommand  # noqa: E402
 
 
 def held_pose_bvh(frame: int, folder: Path) -> Path:
-    """The walk's frame `frame` held for 2 s (a clip that loops into a standing pose)."""
-    from engine.motion import SourceMotion, read_bvh, write_bvh
+    """The walk's frame `frame` held for 2 s (tests/clips.hold), as a BVH file in `folder`."""
+    from engine.motion import write_bvh
+    from tests.clips import bundled, hold
 
-    m = read_bvh(MOTION / "walk.bvh")
-    k = np.full(240, frame)
-    lt = None if m.local_translations is None else m.local_translations[k]
     path = folder / f"hold{frame}.bvh"
-    write_bvh(path, SourceMotion(m.skeleton, m.rotations[k], m.root_translation[k], m.frame_time, lt))
+    write_bvh(path, hold(bundled("walk"), frame))
     return path
 
 
