@@ -153,29 +153,3 @@ def test_the_report_says_how_the_reference_was_played(tmp_path):
     assert "the recorded pace throughout (governor off)" in proc.stdout + proc.stderr
     assert last_json(proc)["pace"] == dict(strength=0.0, final_rate=1.0, min_rate=1.0, mean_rate=1.0, lag_s=0.0)
 
-
-def test_sinew_bake_passes_the_pace_on(monkeypatch, tmp_path):
-    import argparse
-
-    from engine import bake_command
-
-    seen = {}
-
-    class FakeBake:
-        def __init__(self, cmd, **kw):
-            seen["cmd"] = cmd
-            self.returncode, self.pid = 0, 0
-
-        def communicate(self):
-            return '{"frames": 3, "action": "A", "out": "o.blend"}\n', ""
-
-    monkeypatch.setattr(bake_command.subprocess, "Popen", FakeBake)
-    ap = argparse.ArgumentParser()
-    bake_command.add_bake_parser(ap.add_subparsers(dest="command"))
-    scene = tmp_path / "s.blend"
-    scene.write_bytes(b"BLENDER")
-    args = ap.parse_args(["bake", str(scene), "--armature", "A", "--clip", "walk.bvh:2", "--out", "o.blend",
-                          "--pace", "0.5", "--blender", "/usr/bin/blender"])
-    assert args.func(args) == 0
-    tail = seen["cmd"][seen["cmd"].index("--") + 1:]
-    assert tail[tail.index("--pace") + 1] == "0.5"

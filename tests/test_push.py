@@ -160,7 +160,7 @@ def test_cli_push_errors_are_one_line_and_the_report_says_how_it_recovered(tmp_p
     assert "| cadence (steps/min) |" in md and "| M_F, right leg |" in md and "gait        first " in cap.err
 
 
-def test_sinew_bake_passes_pushes_and_keep_calibration_to_the_batch_script(tmp_path, monkeypatch):
+def test_sinew_bake_passes_pushes_pace_and_keep_calibration_to_the_batch_script(tmp_path, monkeypatch):
     from engine import bake_command
 
     seen = {}
@@ -180,8 +180,9 @@ def test_sinew_bake_passes_pushes_and_keep_calibration_to_the_batch_script(tmp_p
     scene.write_bytes(b"BLENDER")
     args = ap.parse_args(["bake", str(scene), "--armature", "A", "--clip", "walk.bvh:2", "--out", "o.blend",
                           "--push", "0.5:0,-120,0:0.2", "--push", "1:10,0,0:0.1:Torso", "--keep-calibration",
-                          "--blender", "/usr/bin/blender"])
+                          "--pace", "0.5", "--blender", "/usr/bin/blender"])
     assert args.func(args) == 0
     tail = seen["cmd"][seen["cmd"].index("--") + 1:]
     assert tail.count("--push") == 2 and "0.5:0,-120,0:0.2" in tail and "1:10,0,0:0.1:Torso" in tail
     assert "--keep-calibration" in tail
+    assert tail[tail.index("--pace") + 1] == "0.5"

@@ -51,17 +51,11 @@ class RootAcceleration(tr.TrackingController):
         if not self.w_da:  # the product's solve (the root's rows met by the ground alone)
             return super().act(sim, state)
         rig = self.rig
-        q, qd = sim.physics.get_q()
-        self._check_ground(sim)
-        self.advance_pace(sim)
-        a_star, q_ref = self.wanted_acceleration(q, qd, sim.steps)
-        Mm, bias = self.dynamics(q, qd)
-        flfv, fpe, A, Jc = self.muscle_terms(sim, state)
-        pm = sim.muscles.params
-        lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, sim.muscles.dt, pm.F_eff, pm.LD, pm.LR)
+        d = self.prepare(sim, state)
+        q, q_ref, Mm, Jc, lb, ub = d.q, d.q_ref, d.M, d.Jc, d.lb, d.ub
         n_m, nc = len(lb), len(Jc)
-        G = -A.T * (rig.muscle_f0 * flfv)[None, :]
-        rhs = Mm @ a_star + bias + A.T @ (rig.muscle_f0 * fpe)
+        G = -d.A.T * (rig.muscle_f0 * d.flfv)[None, :]
+        rhs = d.tau + d.A.T @ (rig.muscle_f0 * d.fpe)
         w = self.params.weights
         smooth = w.smooth if self._warm is not None else 0.0
         reg = np.concatenate([np.full(n_m, w.activation + smooth), np.full(nc, w.contact), np.full(6, self.w_da)])

@@ -84,6 +84,25 @@ class TrackingParams:
         return self
 
 
+@dataclass
+class DecisionInputs:
+    """What TrackingController.prepare hands the solve: the generalised coordinates q and the
+    reference q_ref, the mass matrix M (with the implicit damping), the wanted generalised
+    force tau = M qddot* + c, the Hill factors f_l f_v and f_PE, the moment arms A, the contact
+    edge Jacobians Jc and the 3CC-r activation bounds [lb, ub] of the coming step."""
+
+    q: np.ndarray
+    q_ref: np.ndarray
+    M: np.ndarray
+    tau: np.ndarray
+    flfv: np.ndarray
+    fpe: np.ndarray
+    A: np.ndarray
+    Jc: np.ndarray
+    lb: np.ndarray
+    ub: np.ndarray
+
+
 class TrackingController:
     """Tracks a MotionPlan with muscles; see the module docstring."""
 
@@ -225,23 +244,28 @@ class TrackingController:
         A = self.arms(u, state.rot, None, None, state.pos, jac)
         return flfv, fpe, A, self.contact_jacobian(state, jac, margin)
 
-    def act(self, sim, state) -> MuscleCommand:
-        import time
-
-        t0 = time.perf_counter()
-        rig = self.rig
+    def prepare(self, sim, state) -> DecisionInputs:
+        """Everything a decision's solve needs at the physics state (steps 1-4 of the module
+        docstring), after checking the last step's ground force and advancing the pace."""
         q, qd = sim.physics.get_q()
         self._check_ground(sim)
         self.advance_pace(sim)
         a_star, q_ref = self.wanted_acceleration(q, qd, sim.steps)
         Mm, bias = self.dynamics(q, qd)
-        tau = Mm @ a_star + bias
-        ms = sim.muscles
         flfv, fpe, A, Jc = self.muscle_terms(sim, state)
-        p = ms.params
-        lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, ms.dt, p.F_eff, p.LD, p.LR)
+        p = sim.muscles.params
+        lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, sim.muscles.dt, p.F_eff, p.LD, p.LR)
+        return DecisionInputs(q, q_ref, Mm, Mm @ a_star + bias, flfv, fpe, A, Jc, lb, ub)
+
+    def act(self, sim, state) -> MuscleCommand:
+        import time
+
+        t0 = time.perf_counter()
+        rig = self.rig
+        d = self.prepare(sim, state)
+        q, q_ref, tau, A, Jc, lb, ub = d.q, d.q_ref, d.tau, d.A, d.Jc, d.lb, d.ub
         t1 = time.perf_counter()
-        sol = coordinate(tau, A, rig.muscle_f0, flfv, fpe, lb, ub, self.params.weights, warm=self._warm,
+        sol = coordinate(tau, A, rig.muscle_f0, d.flfv, d.fpe, lb, ub, self.params.weights, warm=self._warm,
                          Jc=Jc, residual_bound=self.residual_bound, active=self._active)
         contact_gf = Jc.T @ sol.contact
         g = sol.residual
