@@ -3,6 +3,7 @@
 - `TrackingController` (engine.control.tracking): training-free tracking of reference
   clips by inverse dynamics and a muscle-coordination solve inside the 3CC-r bounds.
 - `MotionPlan` (engine.control.plan): clips made cyclic, looped and chained.
+- engine.control.pace: the pace governor, which plays the clips slower as the legs tire.
 - engine.control.policy (MuscleVAE policies) arrives with the training work.
 
 Measured (issue 5, 2-core machine, one thread, MuJoCo):
