@@ -203,24 +203,11 @@ def report_lines(take, files) -> list[str]:
         f"({s['residual_mean_body_weights']:.3f} body weights), max {s['residual_max_N']:.0f} N, "
         f"torque mean {s['residual_torque_mean_Nm']:.1f} N m" if take.meta["controller"] == "tracking"
         else "residual    none (the policy's muscles alone)",
-        *pace_lines(take),
+        *([f"pace        {take_report.pace(take)}"] if take_report.pace(take) else []),
         "M_F mean    " + ", ".join(f"{g} {v:.3f}" for g, v in s["MF_mean_by_group"].items()),
     ] + effort_lines(take) + demand_lines(take) + take_report.extra_lines(take) + [
         "wrote       " + ", ".join(str(f) for f in files),
     ]
-
-
-def pace_lines(take) -> list[str]:
-    """How the pace governor played the reference (engine.control.pace); empty for policy
-    takes and takes saved before it existed."""
-    pc = take.meta.get("pace")
-    if not pc:
-        return []
-    if not pc["strength"]:
-        return ["pace        the recorded pace throughout (governor off)"]
-    return [f"pace        reference at {pc['final_rate']:.2f}x its recorded pace by the end (lowest "
-            f"{pc['min_rate']:.2f}x, mean {pc['mean_rate']:.2f}x; {pc['lag_s']:.1f} s behind the clip's clock; "
-            f"governor strength {pc['strength']:g})"]
 
 
 def effort_lines(take) -> list[str]:

@@ -1,5 +1,5 @@
 """The parts of a take's report (sinew simulate's lines and report.md) on issue 16's
-additions: whether it fell and the residual it leaned on, the gait early against late
+additions: whether it fell, the residual it leaned on and the pace it played at, the gait early against late
 (engine.gait), calibration poses (engine.motion.calibration) and pushes (engine.push).
 engine/simulate_cli.py puts them in place."""
 from __future__ import annotations
@@ -23,6 +23,19 @@ def extra_lines(take) -> list[str]:
     return out
 
 
+def pace(take) -> str | None:
+    """How the pace governor played the reference (engine.control.pace); None for policy
+    takes and takes saved before it existed."""
+    pc = take.meta.get("pace")
+    if not pc:
+        return None
+    if not pc["strength"]:
+        return "the recorded pace throughout (governor off)"
+    return (f"reference at {pc['final_rate']:.2f}x its recorded pace by the end (lowest {pc['min_rate']:.2f}x, "
+            f"mean {pc['mean_rate']:.2f}x; {pc['lag_s']:.1f} s behind the clip's clock; governor strength "
+            f"{pc['strength']:g})")
+
+
 def glance_lines(take) -> list[str]:
     """report.md's opening: did it fall (when), and did an invisible hand help (how much)."""
     s, m = take.meta["summary"], take.meta
@@ -34,7 +47,8 @@ def glance_lines(take) -> list[str]:
         residual = (f"strength {s['residual_strength']:g}: mean {s['residual_mean_N']:.1f} N "
                     f"(**{s['residual_mean_body_weights']:.3f} body weights**) of force nobody sees, "
                     f"{s['residual_torque_mean_Nm']:.1f} N m of torque")
-    return [f"- Fell: {fell}", f"- Root residual: {residual}", ""]
+    played = pace(take)
+    return [f"- Fell: {fell}", f"- Root residual: {residual}"] + ([f"- Pace: {played}"] if played else []) + [""]
 
 
 def extra_markdown(take) -> list[str]:

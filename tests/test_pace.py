@@ -150,6 +150,7 @@ def test_the_report_says_how_the_reference_was_played(tmp_path):
     from .test_cli import last_json, sinew
 
     proc = sinew("simulate", "--clip", f"{WALK}:0.3", "--pace", "0", "--no-plots", "--out", str(tmp_path / "t"), "--json")
-    assert "the recorded pace throughout (governor off)" in proc.stdout + proc.stderr
+    assert "pace        the recorded pace throughout (governor off)" in proc.stdout + proc.stderr
+    assert "- Pace: the recorded pace throughout (governor off)" in (tmp_path / "t" / "report.md").read_text()
     assert last_json(proc)["pace"] == dict(strength=0.0, final_rate=1.0, min_rate=1.0, mean_rate=1.0, lag_s=0.0)
 
