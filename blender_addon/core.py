@@ -324,6 +324,15 @@ def tiring_note(take) -> str:
     return "tiring (3CC-r): " + ", ".join(f"{g.replace('_', ' ')} spent after ~{t:.0f} s" for t, g in sorted(soon))
 
 
+def pace_note(take) -> str:
+    """How far the pace governor slowed the clip (engine.control.pace), e.g. 'slowed to 0.62x
+    its pace as the legs tired', or '' when it played at its own pace."""
+    pc = take.meta.get("pace") or {}
+    if not pc.get("strength") or pc.get("min_rate", 1.0) > 0.99:
+        return ""
+    return f"slowed to {pc['final_rate']:.2f}x its pace as the legs tired (lowest {pc['min_rate']:.2f}x)"
+
+
 def calibration_note(take) -> str:
     """The calibration poses skipped at the start of the take's clips, e.g. 'skipped a T-pose
     at the start of walk.bvh (1 frame)', or ''."""
