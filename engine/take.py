@@ -280,7 +280,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     else:
         ctrl = TrackingController(sim, plan, params)
     # the reference as the controller plays it (the tracker's pace governor slows it)
-    reference = ctrl.reference if hasattr(ctrl, "reference") else plan.sample
+    reference = ctrl.reference_now if hasattr(ctrl, "reference_now") else (lambda s: plan.sample(s.steps))
     demands = []
     if controller == "tracking":  # what each clip asks of the body (engine.control.demands)
         from .control.demands import reference_demands
@@ -298,7 +298,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
 
     def record(res_MA, res_MR, res_MF, activation, force):
         q, _ = sim.physics.get_q()
-        q_ref = reference(sim.steps)[0]
+        q_ref = reference(sim)[0]
         diff = plan.space.diff(q, q_ref)
         s = sim.state
         rec["times"].append(sim.time)

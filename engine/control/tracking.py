@@ -152,8 +152,15 @@ class TrackingController:
             v_ref, a_ref = pc.rate * v_ref, pc.rate ** 2 * a_ref
         return q_ref, v_ref, a_ref
 
+    def reference_now(self, sim):
+        """The reference at the simulation's current step as this take plays it (the pace
+        governor brought up to that step first): what a recorded frame is compared with."""
+        self.advance_pace(sim)
+        return self.reference(sim.steps)
+
     def advance_pace(self, sim) -> None:
-        """Update the pace governor for every physics step since the last decision."""
+        """Update the pace governor for every physics step up to the current one that it has
+        not seen (a no-op when called again at the same step)."""
         mf_legs = float(sim.fatigue.MF[self._legs].mean())
         while self._paced_to <= sim.steps:
             i = self.plan.segment_index(self._paced_to)
