@@ -4,8 +4,10 @@ accelerations as unknowns, on the walk or on a pose held from one of its frames.
 The tracker's torque-space solve meets the root's six rows with contact forces alone when the
 residual is 0; here the solve may also change the root's acceleration by da (columns
 -M[:, :6], cost w_da per (m/s^2)^2), so the joint torques it picks belong to the root motion
-it plans. `--dz` lowers the reference (metres). See docs/research/balance.md for what it
-measured. Run from the repository root, e.g.
+it plans. `--com W` adds a centre-of-mass task on the ground force: sum of horizontal
+contact forces = m (kp (c* - c) + kd (v*_c - v_c)), with c* the reference's COM offset from its
+feet in contact carried to the character's feet in contact (ankle strategy). `--dz` lowers the
+reference (metres). See docs/research/balance.md for what it measured. Run from the repository root, e.g.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/root_acceleration_tracking.py --clip hold:52 --seconds 10
     OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/root_acceleration_tracking.py --clip walk --w-da 1 --log
@@ -38,12 +40,13 @@ def held_pose_bvh(frame: int, folder: Path) -> Path:
 
 
 class RootAcceleration(tr.TrackingController):
-    w_da, dz, log = 1.0, 0.0, False
+    w_da, dz, log, w_com, kp_com, kd_com = 1.0, 0.0, False, 0.0, 20.0, 9.0
 
     def wanted_acceleration(self, q, qd, step):
         q_ref, v_ref, a_ref = self.reference(step)
         q_ref = q_ref.copy()
         q_ref[2] -= self.dz
+        self._v_ref = v_ref
         p = self.params
         return a_ref + p.kp * self.plan.space.diff(q, q_ref) + p.kd * (v_ref - qd), q_ref
 
@@ -53,6 +56,7 @@ class RootAcceleration(tr.TrackingController):
         rig = self.rig
         d = self.prepare(sim, state)
         q, q_ref, Mm, Jc, lb, ub = d.q, d.q_ref, d.M, d.Jc, d.lb, d.ub
+        self._last_jc = Jc
         n_m, nc = len(lb), len(Jc)
         G = -d.A.T * (rig.muscle_f0 * d.flfv)[None, :]
         rhs = d.tau + d.A.T @ (rig.muscle_f0 * d.fpe)
@@ -62,8 +66,11 @@ class RootAcceleration(tr.TrackingController):
         pull = np.concatenate([smooth * self._warm if self._warm is not None else np.zeros(n_m), np.zeros(nc + 6)])
         lo = np.concatenate([lb, np.zeros(nc), np.full(6, -BIG)])
         hi = np.concatenate([np.maximum(ub, lb), np.full(nc, BIG), np.full(6, BIG)])
-        z, status, act = _bounded_lsq(np.hstack([G, Jc.T, -Mm[:, :6]]), rhs, reg, lo, hi, "daqp", None, pull,
-                                      self._active, n_m)
+        rows = np.hstack([G, Jc.T, -Mm[:, :6]])
+        com = self.com_task(sim, q_ref, n_m, nc) if self.w_com and nc else None
+        if com is not None:
+            rows, rhs = np.vstack([rows, com[0]]), np.concatenate([rhs, com[1]])
+        z, status, act = _bounded_lsq(rows, rhs, reg, lo, hi, "daqp", None, pull, self._active, n_m)
         x, beta, da = z[:n_m], z[n_m:n_m + nc], z[n_m + nc:]
         self._warm, self._active = x, act
         self._planned_ground = (Jc.T @ beta)[:3]
@@ -76,12 +83,44 @@ class RootAcceleration(tr.TrackingController):
         return MuscleCommand(x, None, None)
 
 
+def com_task(self, sim, q_ref, n_m, nc):
+    """Rows (2, n_m + nc + 6) and targets of the centre-of-mass task (see the docstring)."""
+    import mujoco
+
+    rig, m, d = self.rig, self.model, self.data
+    touching = sim.physics.contacts()
+    feet = [s for s in "RL" if touching[[rig.body_index(f"{n}{s}") for n in ("Talus", "FootThumb", "FootPinky")]].any()]
+    if not feet:
+        return None
+    if not hasattr(self, "_ref_data"):
+        self._ref_data = mujoco.MjData(self.plan.space.model)
+    rm, rd = self.plan.space.model, self._ref_data
+    rd.qpos[:] = q_ref
+    mujoco.mj_kinematics(rm, rd)
+    mujoco.mj_comPos(rm, rd)
+    talus = [rig.body_index("Talus" + s) + 1 for s in feet]
+    target = d.xipos[talus, :2].mean(0) + rd.subtree_com[1, :2] - rd.xipos[talus, :2].mean(0)
+    J, Jr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
+    mujoco.mj_jacSubtreeCom(m, d, J, 1)
+    mujoco.mj_jacSubtreeCom(rm, rd, Jr, 1)
+    v, v_ref = (J @ sim.physics.get_q()[1])[:2], (Jr @ self._v_ref)[:2]
+    a = self.kp_com * (target - d.subtree_com[1, :2]) + self.kd_com * (v_ref - v)
+    rows = np.zeros((2, n_m + nc + 6))
+    rows[:, n_m:n_m + nc] = self._last_jc.T[:2]
+    w = np.sqrt(self.w_com)
+    return w * rows, w * rig.mass_kg * a
+
+
+RootAcceleration.com_task = com_task
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--clip", default="walk", help="walk, run, or hold:FRAME (a frame of the walk held)")
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--w-da", type=float, default=1.0, help="cost of root acceleration deviation; 0 = the product's tracker (no such unknowns)")
     ap.add_argument("--dz", type=float, default=0.0, help="lower the reference by this much (m)")
+    ap.add_argument("--com", type=float, default=0.0, help="weight of the centre-of-mass task (0 = none)")
     ap.add_argument("--fatigue-scale", type=float, default=1.0)
     ap.add_argument("--log", action="store_true")
     a = ap.parse_args()
@@ -89,6 +128,7 @@ def main():
     from engine.rig import load_rig
 
     RootAcceleration.w_da, RootAcceleration.dz, RootAcceleration.log = a.w_da, a.dz, a.log
+    RootAcceleration.w_com = a.com
     with tempfile.TemporaryDirectory() as tmp:
         clip = held_pose_bvh(int(a.clip[5:]), Path(tmp)) if a.clip.startswith("hold:") else MOTION / f"{a.clip}.bvh"
         orig = tr.TrackingController
