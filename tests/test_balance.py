@@ -32,8 +32,8 @@ def test_a_held_pose_stands_120_s_at_fatigue_scale_50(rig, tmp_path):
     from engine.motion import write_bvh
     from engine.take import simulate
 
-    path = tmp_path / "hold52.bvh"
-    write_bvh(path, clips.hold(clips.bundled("walk"), 52))
+    path = tmp_path / "hold0.bvh"  # frame 0: both feet near the floor (frames 10-60 stand on one foot)
+    write_bvh(path, clips.hold(clips.bundled("walk"), 0))
     take = simulate(rig, [(path, 120.0)], params=TrackingParams(residual=0.0),
                     fatigue=fat.FatigueParams(scale=50), fps=30)
     assert not take.meta["summary"]["fell"]
