@@ -5,8 +5,10 @@ The tracker's torque-space solve meets the root's six rows with contact forces a
 residual is 0; here the solve may also change the root's acceleration by da (columns
 -M[:, :6], cost w_da per (m/s^2)^2), so the joint torques it picks belong to the root motion
 it plans. `--com W` adds a centre-of-mass task on the ground force: sum of horizontal
-contact forces = m (kp (c* - c) + kd (v*_c - v_c)), with c* the reference's COM offset from its
-feet in contact carried to the character's feet in contact (ankle strategy). `--dz` lowers the
+contact forces = m (kp (c* - c) + kd (v*_c - v_c)) (ankle strategy), with c* by `--com-target`:
+`reference`, the reference's COM offset from its feet in contact carried to the character's
+feet in contact; `support`, the centroid of MuJoCo's contact points; `clipped`, the first
+clipped into the contact points' bounding box less 1 cm. `--dz` lowers the
 reference (metres). See docs/research/balance.md for what it measured. Run from the repository root, e.g.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/root_acceleration_tracking.py --clip hold:52 --seconds 10
@@ -40,7 +42,7 @@ def held_pose_bvh(frame: int, folder: Path) -> Path:
 
 
 class RootAcceleration(tr.TrackingController):
-    w_da, dz, log, w_com, kp_com, kd_com = 1.0, 0.0, False, 0.0, 20.0, 9.0
+    w_da, dz, log, w_com, kp_com, kd_com, com_target = 1.0, 0.0, False, 0.0, 20.0, 9.0, "reference"
 
     def wanted_acceleration(self, q, qd, step):
         q_ref, v_ref, a_ref = self.reference(step)
@@ -100,6 +102,12 @@ def com_task(self, sim, q_ref, n_m, nc):
     mujoco.mj_comPos(rm, rd)
     talus = [rig.body_index("Talus" + s) + 1 for s in feet]
     target = d.xipos[talus, :2].mean(0) + rd.subtree_com[1, :2] - rd.xipos[talus, :2].mean(0)
+    points = np.array([d.contact[i].pos[:2] for i in range(d.ncon) if d.contact[i].dist < 0.002]).reshape(-1, 2)
+    if self.com_target == "support" and len(points):
+        target = points.mean(0)
+    elif self.com_target == "clipped" and len(points):
+        lo, hi = points.min(0) + 0.01, points.max(0) - 0.01
+        target = np.clip(target, np.minimum(lo, hi), np.maximum(lo, hi))
     J, Jr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
     mujoco.mj_jacSubtreeCom(m, d, J, 1)
     mujoco.mj_jacSubtreeCom(rm, rd, Jr, 1)
@@ -121,6 +129,7 @@ def main():
     ap.add_argument("--w-da", type=float, default=1.0, help="cost of root acceleration deviation; 0 = the product's tracker (no such unknowns)")
     ap.add_argument("--dz", type=float, default=0.0, help="lower the reference by this much (m)")
     ap.add_argument("--com", type=float, default=0.0, help="weight of the centre-of-mass task (0 = none)")
+    ap.add_argument("--com-target", choices=("reference", "support", "clipped"), default="reference")
     ap.add_argument("--fatigue-scale", type=float, default=1.0)
     ap.add_argument("--log", action="store_true")
     a = ap.parse_args()
@@ -128,7 +137,7 @@ def main():
     from engine.rig import load_rig
 
     RootAcceleration.w_da, RootAcceleration.dz, RootAcceleration.log = a.w_da, a.dz, a.log
-    RootAcceleration.w_com = a.com
+    RootAcceleration.w_com, RootAcceleration.com_target = a.com, a.com_target
     with tempfile.TemporaryDirectory() as tmp:
         clip = held_pose_bvh(int(a.clip[5:]), Path(tmp)) if a.clip.startswith("hold:") else MOTION / f"{a.clip}.bvh"
         orig = tr.TrackingController
