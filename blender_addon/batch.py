@@ -33,10 +33,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--residual", type=float, default=None,
                     help="tracking controller's root residual strength in body weights (default 1; 0 = none); "
                          "a policy applies none")
-    ap.add_argument("--pace", type=float, default=1.0,
+    ap.add_argument("--pace", type=float, default=None,
                     help="tracking controller's pace governor strength: tired legs play the clip slower, by "
                          "STRENGTH %% per %% of their motor units fatigued beyond a tenth, down to half pace "
-                         "(default 1; 0 = the clip's own pace)")
+                         "(default 1; 0 = the clip's own pace); a policy plays at its own pace")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--push", action="append", default=[], metavar="TIME:FX,FY,FZ:SECONDS[:BODY]",
                     help="an external push: force in N (world frame) at the body's centre of mass (default the "
@@ -65,7 +65,7 @@ def _run(argv, stop) -> int:
     from .engine.control.plan import parse_clip_arg
     from .engine.errors import SinewError
     from .engine.interrupt import take_stopped_line
-    from .engine.take import check_residual
+    from .engine.take import check_pace, check_residual
 
     args = parser().parse_args(argv)
     t0 = time.perf_counter()
@@ -82,12 +82,13 @@ def _run(argv, stop) -> int:
             path, seconds = parse_clip_arg(c)
             clips.append(("ACTION" if path.lower() == "action" else path, seconds))
         residual = check_residual(args.controller, args.residual)
+        pace = check_pace(args.controller, args.pace)
         context = bpy.context
         job = core.prepare_simulation(context, arm, clips, fps=args.fps, controller=args.controller,
                                       policy=args.policy, fatigue_scale=args.fatigue_scale, F=args.F, R=args.R,
                                       r=args.r, residual=residual, seed=args.seed,
                                       repetitions=args.repetitions, keep_calibration=args.keep_calibration,
-                                      pushes=args.push, pace=args.pace)
+                                      pushes=args.push, pace=pace)
         job.stop = stop
         take = job.run(keep_partial=True)
         sim_s = time.perf_counter() - t0

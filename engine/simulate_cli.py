@@ -67,10 +67,11 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
                    help="tracking controller's root residual strength: bound on the pelvis 'hand of god' "
                    "force in body weights (and torque in body weight x 1 m); 0 = none (default 1). "
                    "A policy applies none")
-    p.add_argument("--pace", type=number("--pace", 0.0), default=1.0, metavar="STRENGTH",
+    p.add_argument("--pace", type=number("--pace", 0.0), default=None, metavar="STRENGTH",
                    help="tracking controller's pace governor: as the legs tire (their mean fatigued fraction "
                    "M_F above 0.1) the clips play slower, by STRENGTH %% per %% of M_F, down to half pace, and "
-                   "speed up again as they recover; 0 = always the recorded pace (default 1)")
+                   "speed up again as they recover; 0 = always the recorded pace (default 1). A policy "
+                   "plays at its own pace")
     p.add_argument("--push", action="append", default=[], metavar="TIME:FX,FY,FZ:SECONDS[:BODY]",
                    help="an external push: force in N (world frame) at the body's centre of mass from TIME "
                    "for SECONDS; BODY defaults to Pelvis; repeat for more")
@@ -106,7 +107,7 @@ def _simulate(args, stop) -> int:
     from .atomic import check_out_dir
     from .errors import InputFileError, ParameterError
     from .push import check_pushes, parse_push
-    from .take import check_clips, check_fps, check_residual
+    from .take import check_clips, check_fps, check_pace, check_residual
 
     # everything checked before any work, one line each
     pushes = [parse_push(spec) for spec in args.push]
@@ -119,6 +120,7 @@ def _simulate(args, stop) -> int:
     fps = check_fps(args.fps)
     fatigue = fat.FatigueParams(scale=args.fatigue_scale).validate(1 / 120)
     residual = check_residual(args.controller, args.residual)
+    pace = check_pace(args.controller, args.pace)
     out = check_out_dir(args.out)
     if args.controller == "policy":
         if args.policy is None:
@@ -131,7 +133,7 @@ def _simulate(args, stop) -> int:
 
     rig = load_rig(args.rig)
     pushes = check_pushes(pushes, rig)  # a known body (the window is checked once the clips are read)
-    params = TrackingParams(residual=residual, pace=args.pace).validate()
+    params = TrackingParams(residual=residual, pace=pace).validate()
     loaded = []
     for path, seconds in clips:  # read/retarget the clips (fails fast on a bad file)
         ref, _ = load_clip(rig, path, keep_calibration=args.keep_calibration)

@@ -175,6 +175,17 @@ def check_fps(fps) -> int:
     return int(f)
 
 
+def check_pace(controller: str, pace: float | None) -> float:
+    """The pace governor strength a take runs with: the given one (default 1) for the
+    tracking controller; a policy plays at its own pace, so asking for one is refused."""
+    if controller == "policy":
+        if pace is not None:
+            raise ParameterError("--pace", "the policy controller plays at its own pace; "
+                                 "leave --pace out, or use --controller tracking")
+        return 0.0
+    return 1.0 if pace is None else pace
+
+
 def check_residual(controller: str, residual: float | None) -> float:
     """The root residual strength a take runs with: the given one (default 1 body weight)
     for the tracking controller; a policy applies none, so asking for one is refused."""
@@ -281,6 +292,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         ctrl = TrackingController(sim, plan, params)
     # the reference as the controller plays it (the tracker's pace governor slows it)
     reference = ctrl.reference_now if hasattr(ctrl, "reference_now") else (lambda s: plan.sample(s.steps))
+    pace = getattr(ctrl, "advance_pace", None)
     demands = []
     if controller == "tracking":  # what each clip asks of the body (engine.control.demands)
         from .control.demands import reference_demands
@@ -339,6 +351,8 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
                     interrupted, stop_time = True, sim.time
                     reason = f"{stop.reason} at t = {sim.time:.2f} s"
                     break
+                if pace is not None:  # every step, whether or not the controller decides
+                    pace(sim)
                 if cmd is None or sim.steps % ctrl.period == 0:
                     t0 = clock()
                     cmd = ctrl.act(sim, sim.state)

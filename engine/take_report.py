@@ -32,7 +32,7 @@ def pace(take) -> str | None:
     if not pc["strength"]:
         return "the recorded pace throughout (governor off)"
     return (f"reference at {pc['final_rate']:.2f}x its recorded pace by the end (lowest {pc['min_rate']:.2f}x, "
-            f"mean {pc['mean_rate']:.2f}x; {pc['lag_s']:.1f} s behind the clip's clock; governor strength "
+            f"mean {pc['mean_rate']:.2f}x; the last clip ended {pc['lag_s']:.1f} s behind its own clock; governor strength "
             f"{pc['strength']:g})")
 
 

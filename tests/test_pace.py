@@ -48,14 +48,50 @@ def test_rate_follows_a_first_order_lag_and_the_lag_sums_what_it_leaves_out():
     assert s["min_rate"] == pytest.approx(rates[-1], abs=1e-4) and s["lag_s"] == pytest.approx(p.lag * dt, abs=1e-3)
 
 
-def test_a_new_clip_starts_at_its_own_clock_and_the_old_one_keeps_its_lag():
+def test_a_new_clip_starts_at_its_own_clock_and_the_old_one_plays_on_at_the_same_rate():
     p = pc.Pace(1.0, 1 / 120)
     for _ in range(120):
-        p.update(0.6, 0)
+        assert not p.update(0.6, 0)
     lag = p.lag
     assert lag > 10
+    assert p.update(0.6, 1)  # the switch step: the old clip's lag grows once more, the new one starts at 0
+    assert p.lag == 0.0 and p.prev_lag == pytest.approx(lag + 1 - p.rate)
+    before = p.prev_lag
     p.update(0.6, 1)
-    assert p.prev_lag == lag and p.lag == pytest.approx(1 - p.rate)
+    assert p.lag == pytest.approx(1 - p.rate) and p.prev_lag == pytest.approx(before + 1 - p.rate)
+
+
+def test_a_cross_fade_between_slowed_clips_keeps_the_pace(rig, walk_ref):
+    """Both clips of a cross-fade play at the governor's rate: the reference's root moves as
+    fast through the fade as it did before it (a fade that let the old clip run at full pace
+    swung the root's speed between a third and twice its slowed value)."""
+    from engine.control.plan import MotionPlan
+
+    plan = MotionPlan(rig, [(walk_ref, 2.0, "a"), (walk_ref, 2.0, "b")], blend=0.4)
+    p = pc.Pace(1.0, 1 / 120)
+    p.rate = pc.target_rate(0.6, 1.0)  # settled at half pace
+    start = plan.segments[1].start
+    speed = []
+    prev = None
+    for step in range(start - 60, start + plan.blend_steps + 10):
+        if p.update(0.6, plan.segment_index(step)):
+            plan.rebase(1, p.prev_lag)
+        q = plan.sample(step, p.lag, p.prev_lag)[0]
+        if prev is not None:
+            speed.append(np.linalg.norm(q[:2] - prev[:2]) * 120)
+        prev = q
+    speed = np.array(speed)
+    before, fade = speed[:50], speed[60:60 + plan.blend_steps]
+    assert fade.min() > 0.7 * before.mean() and fade.max() < 1.3 * before.mean()
+
+
+def test_a_policy_takes_no_pace():
+    from engine.take import check_pace
+
+    assert check_pace("tracking", None) == 1.0 and check_pace("tracking", 0.0) == 0.0
+    assert check_pace("policy", None) == 0.0
+    with pytest.raises(ParameterError, match="--pace"):
+        check_pace("policy", 1.0)
 
 
 def test_pace_strength_is_checked():

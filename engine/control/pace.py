@@ -13,8 +13,9 @@ rate^2 (the chain rule for q(t - lag(t)) with a slowly changing rate). Slower pl
 walk is a lower cadence at the recorded stride: the speed, cadence and the effort they cost
 fall together, and they come back as the legs recover (the rate follows (1) up again).
 
-Each clip of a chain keeps its own lag (it starts at its matched phase, engine.control.plan),
-so a slowed run that switches to a walk starts the walk where the plan put it.
+Each clip of a chain keeps its own lag: a clip starts on its own clock, matched again to the
+phase the slowed clip before it had got to (MotionPlan.rebase), and the clip it cross-fades
+from plays on at the same rate behind its own clock (prev_lag) until the fade is over.
 
 Measured on the walk at fatigue scale 50 over 60 s, with the root residual at its default:
 without the governor the pelvis keeps the reference's 1.24 m/s to the end (legs' M_F 0.62,
@@ -40,8 +41,8 @@ class Pace:
     """Playback rate and lag of a take's reference, one update per physics step.
 
     `lag` is in physics steps, counted from the start of the current clip (segment);
-    `prev_lag` is the lag the previous clip had when this one started (its cross-fade plays it
-    on at that lag)."""
+    `prev_lag` is the previous clip's lag, which goes on growing at the same rate while the
+    two cross-fade."""
 
     def __init__(self, strength: float, dt: float):
         self.strength = float(strength)
@@ -52,20 +53,25 @@ class Pace:
         self.segment = 0
         self.rate_sum, self.rate_min, self.updates = 0.0, 1.0, 0
 
-    def update(self, mf_legs: float, segment: int) -> None:
-        """Advance one step: follow eq. (1) and grow the lag by what the rate leaves out."""
-        if segment != self.segment:
-            self.segment, self.prev_lag, self.lag = segment, self.lag, 0.0
+    def update(self, mf_legs: float, segment: int) -> bool:
+        """Advance one step: follow eq. (1) and grow the lags by what the rate leaves out;
+        when `segment` is a new clip, that clip starts at lag 0 and the one before keeps the
+        lag it reached. Returns whether the clip changed."""
         if self.strength > 0:
             self.rate += self.alpha * (target_rate(mf_legs, self.strength) - self.rate)
             self.lag += 1.0 - self.rate
+            self.prev_lag += 1.0 - self.rate
+        switched = segment != self.segment
+        if switched:
+            self.segment, self.prev_lag, self.lag = segment, self.lag, 0.0
         self.rate_sum += self.rate
         self.rate_min = min(self.rate_min, self.rate)
         self.updates += 1
+        return switched
 
     def summary(self) -> dict:
         """What the take's metadata keeps: the strength, the final, lowest and mean rates and
-        how far behind the recorded clock the reference ended (s)."""
+        how far the last clip ended behind its own clock (s)."""
         return dict(strength=self.strength, final_rate=round(self.rate, 4), min_rate=round(self.rate_min, 4),
                     mean_rate=round(self.rate_sum / self.updates, 4) if self.updates else 1.0,
                     lag_s=round(self.lag * self.dt, 3))

@@ -160,13 +160,13 @@ class TrackingController:
 
     def advance_pace(self, sim) -> None:
         """Update the pace governor for every physics step up to the current one that it has
-        not seen (a no-op when called again at the same step)."""
+        not seen, at the legs' M_F now (a no-op when called again at the same step; the take
+        calls it every step, so a decision every `period` steps sees the same pace)."""
         mf_legs = float(sim.fatigue.MF[self._legs].mean())
         while self._paced_to <= sim.steps:
             i = self.plan.segment_index(self._paced_to)
-            if i != self.pace.segment and self.pace.lag:  # the next clip continues the slowed one
-                self.plan.rebase(i, self.pace.lag)
-            self.pace.update(mf_legs, i)
+            if self.pace.update(mf_legs, i):  # a new clip continues from where the last one got to
+                self.plan.rebase(i, self.pace.prev_lag)
             self._paced_to += 1
 
     def wanted_acceleration(self, q, qd, step):
