@@ -175,26 +175,25 @@ def check_fps(fps) -> int:
     return int(f)
 
 
-def check_pace(controller: str, pace: float | None) -> float:
-    """The pace governor strength a take runs with: the given one (default 1) for the
-    tracking controller; a policy plays at its own pace, so asking for one is refused."""
+def _tracking_option(controller: str, value: float | None, flag: str, default: float, policy_does: str) -> float:
+    """A tracking controller's option: the given value or `default`; a policy has no such
+    option, so asking for one is refused (naming the flag) and it runs with 0."""
     if controller == "policy":
-        if pace is not None:
-            raise ParameterError("--pace", "the policy controller plays at its own pace; "
-                                 "leave --pace out, or use --controller tracking")
+        if value is not None:
+            raise ParameterError(flag, f"the policy controller {policy_does}; leave {flag} out, or use "
+                                 "--controller tracking")
         return 0.0
-    return 1.0 if pace is None else pace
+    return default if value is None else value
+
+
+def check_pace(controller: str, pace: float | None) -> float:
+    """The pace governor strength a take runs with (default 1); a policy plays at its own pace."""
+    return _tracking_option(controller, pace, "--pace", 1.0, "plays at its own pace")
 
 
 def check_residual(controller: str, residual: float | None) -> float:
-    """The root residual strength a take runs with: the given one (default 1 body weight)
-    for the tracking controller; a policy applies none, so asking for one is refused."""
-    if controller == "policy":
-        if residual is not None:
-            raise ParameterError("--residual", "the policy controller applies no root residual; "
-                                 "leave --residual out, or use --controller tracking")
-        return 0.0
-    return 1.0 if residual is None else residual
+    """The root residual strength a take runs with (default 1 body weight); a policy applies none."""
+    return _tracking_option(controller, residual, "--residual", 1.0, "applies no root residual")
 
 
 def _versions() -> dict:
