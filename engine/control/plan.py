@@ -251,7 +251,8 @@ class MotionPlan:
     def rebase(self, i: int, prev_lag: float) -> None:
         """Match segment i again to the clip before it as that was played, `prev_lag` steps
         behind the plan's clock (engine.control.pace): a slowed clip reaches the switch at
-        another phase than planned, and the next clip must continue from there."""
+        another phase than planned, and the next clip must continue from there. Changes the
+        plan in place: a plan serves one take (engine.take.simulate builds one for each)."""
         seg = self.segments[i]
         seg.phase, seg.place = self._continue(seg.clip, self._sample_segment(self.segments[i - 1], seg.start, prev_lag)[0])
 
