@@ -193,6 +193,7 @@ def report_lines(take, files) -> list[str]:
     from .take import is_partial
 
     s = take.meta["summary"]
+    played = take_report.pace(take)
     status = "complete"
     if is_partial(take.meta):
         status = f"STOPPED: {take.meta['stop_reason']} (take kept up to {s['seconds']:.2f} s)"
@@ -205,7 +206,7 @@ def report_lines(take, files) -> list[str]:
         f"({s['residual_mean_body_weights']:.3f} body weights), max {s['residual_max_N']:.0f} N, "
         f"torque mean {s['residual_torque_mean_Nm']:.1f} N m" if take.meta["controller"] == "tracking"
         else "residual    none (the policy's muscles alone)",
-        *([f"pace        {take_report.pace(take)}"] if take_report.pace(take) else []),
+        *([f"pace        {played}"] if played else []),
         "M_F mean    " + ", ".join(f"{g} {v:.3f}" for g, v in s["MF_mean_by_group"].items()),
     ] + effort_lines(take) + demand_lines(take) + take_report.extra_lines(take) + [
         "wrote       " + ", ".join(str(f) for f in files),

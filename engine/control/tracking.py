@@ -148,9 +148,7 @@ class TrackingController:
         `pace.lag` steps behind the plan's clock at `pace.rate` times the recorded speed."""
         pc = self.pace
         q_ref, v_ref, a_ref = self.plan.sample(step, pc.lag, pc.prev_lag)
-        if pc.rate != 1.0:
-            v_ref, a_ref = pc.rate * v_ref, pc.rate ** 2 * a_ref
-        return q_ref, v_ref, a_ref
+        return q_ref, pc.rate * v_ref, pc.rate ** 2 * a_ref
 
     def reference_now(self, sim):
         """The reference at the simulation's current step as this take plays it (the pace
@@ -162,6 +160,8 @@ class TrackingController:
         """Update the pace governor for every physics step up to the current one that it has
         not seen, at the legs' M_F now (a no-op when called again at the same step; the take
         calls it every step, so a decision every `period` steps sees the same pace)."""
+        if self._paced_to > sim.steps:
+            return
         mf_legs = float(sim.fatigue.MF[self._legs].mean())
         while self._paced_to <= sim.steps:
             i = self.plan.segment_index(self._paced_to)
