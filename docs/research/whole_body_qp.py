@@ -1,0 +1,255 @@
+"""Experiment (issue 16, not part of the product): a whole-body QP with the accelerations as
+unknowns, the equations of motion as (heavily weighted) rows, and the feet in contact held
+still: the floating-base formulation of Lee et al. 2014 / Wensing and Orin 2013, with the
+muscles in the same solve.
+
+Unknowns: activations alpha (in their 3CC-r bounds), pyramid-edge contact forces beta >= 0 at
+the foot-box corners within contact_margin of the floor, and the generalised accelerations qdd.
+
+    M qdd + c = G alpha + g0 + Jc^T beta          (all 56 rows, the root's too: no residual)
+    Jp_k qdd = -kv v_k                             (each corner in contact stays where it is)
+    qdd_j = qdd*_j                                 (joint tracking, rows scaled by M_jj)
+    qdd_rot = qdd*_rot                             (pelvis orientation)
+    m Jcom qdd = m (kp (c* - c) + kd (v* - v))     (centre of mass over the feet, horizontal)
+
+c* is the reference's COM offset from the talus bones in contact carried to the character's.
+Run from the repository root:
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/whole_body_qp.py --clip hold:0 --seconds 10
+"""
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "docs" / "research"))
+MOTION = ROOT.parent / "shared" / "reference" / "mass" / "motion"
+
+from engine import fatigue as fat  # noqa: E402
+from engine.control import tracking as tr  # noqa: E402
+from engine.control.coordination import BIG, CoordinationWeights, _bounded_lsq  # noqa: E402
+from engine.simulation import MuscleCommand  # noqa: E402
+from root_acceleration_tracking import held_pose_bvh  # noqa: E402
+
+
+class WholeBody(tr.TrackingController):
+    w_contact, w_joint, w_rot, w_com, w_height, w_root_xy = 10.0, 1.0, 3.0, 3.0, 1.0, 0.0
+    kp_com, kd_com, kv_contact, log, com_ref_acc = 20.0, 9.0, 20.0, False, True
+    log_from, log_to, com_clip, w_stance = 1e9, 0.0, -1.0, 1.0
+    mj_contacts, mj_margin, w_limit, dz = 0, 0.0, 0.0, 0.0
+
+    def wanted_acceleration(self, q, qd, step):
+        q_ref, v_ref, a_ref = self.reference(step)
+        if self.dz:
+            q_ref = q_ref.copy()
+            q_ref[2] -= self.dz
+        self._ref = (q_ref, v_ref, a_ref)
+        p = self.params
+        a = a_ref + p.kp * self.plan.space.diff(q, q_ref) + p.kd * (v_ref - qd)
+        self._a_star = a
+        return a, q_ref
+
+    def corners(self, state):
+        """Point Jacobians (P, 3, nv), positions (P, 3) and velocities of the foot-box corners
+        within contact_margin of the floor."""
+        w, v = self.body_jacobians()
+        if self.mj_contacts:  # the contact points MuJoCo will use in the coming step
+            d, m = self.data, self.model
+            pts, owner = [], []
+            for i in range(d.ncon):
+                c = d.contact[i]
+                if c.dist > self.mj_margin:
+                    continue
+                g = c.geom2 if m.geom_bodyid[c.geom2] > 0 else c.geom1
+                pts.append(c.pos.copy())
+                owner.append(m.geom_bodyid[g] - 1)
+            pts, owner = np.array(pts).reshape(-1, 3), np.array(owner, int)
+        else:
+            bodies = self._contact_bodies
+            corners = np.einsum("bij,bkj->bki", state.rot[bodies], self._corner_local[bodies]) + state.pos[bodies][:, None]
+            low = np.argsort(corners[..., 2], axis=1)[:, :4]
+            pts = np.take_along_axis(corners, low[..., None], axis=1).reshape(-1, 3)
+            owner = np.repeat(bodies, 4)
+            near = pts[:, 2] < self.params.contact_margin
+            pts, owner = pts[near], owner[near]
+        r = pts - state.pos[owner]
+        Jp = v[:, owner, :] + np.cross(w[:, owner, :], r[None])  # (nv, P, 3)
+        return Jp.transpose(1, 2, 0), pts, owner
+
+    def limit_rows(self):
+        """Rows (k, nv) of MuJoCo's joint-limit constraints at the data's state (force J^T f,
+        f >= 0)."""
+        m, d = self.model, self.data
+        on = np.flatnonzero(d.efc_type[:d.nefc] == mujoco.mjtConstraint.mjCNSTR_LIMIT_JOINT)
+        if not len(on):
+            return np.zeros((0, m.nv))
+        if mujoco.mj_isSparse(m):
+            J = np.zeros((d.nefc, m.nv))
+            mujoco.mju_sparse2dense(J, d.efc_J, d.efc_J_rownnz[:d.nefc], d.efc_J_rowadr[:d.nefc], d.efc_J_colind)
+        else:
+            J = d.efc_J[:d.nefc * m.nv].reshape(d.nefc, m.nv)
+        return J[on]
+
+    def com_rows(self, sim, q_ref, v_ref, a_ref, owner):
+        m, d, rig = self.model, self.data, self.rig
+        if not hasattr(self, "_ref_data"):
+            self._ref_data = mujoco.MjData(self.plan.space.model)
+        rm, rd = self.plan.space.model, self._ref_data
+        rd.qpos[:] = q_ref
+        mujoco.mj_kinematics(rm, rd)
+        mujoco.mj_comPos(rm, rd)
+        talus = [rig.body_index("Talus" + s) for s in "RL"]
+        feet = [t for t, s in zip(talus, "RL") if np.isin(owner, [rig.body_index(f"{n}{s}") for n in ("Talus", "FootThumb", "FootPinky")]).any()]
+        J, Jr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
+        mujoco.mj_jacSubtreeCom(m, d, J, 1)
+        mujoco.mj_jacSubtreeCom(rm, rd, Jr, 1)
+        c, c_ref = d.subtree_com[1].copy(), rd.subtree_com[1].copy()
+        if feet:
+            b = np.array(feet) + 1
+            target = d.xipos[b, :2].mean(0) + c_ref[:2] - rd.xipos[b, :2].mean(0)
+        else:
+            target = c[:2].copy()
+        if self.com_clip >= 0 and len(self._pts):
+            lo, hi = self._pts[:, :2].min(0) + self.com_clip, self._pts[:, :2].max(0) - self.com_clip
+            target = np.clip(target, np.minimum(lo, hi), np.maximum(lo, hi))
+        qd = sim.physics.get_q()[1]
+        v, vr = J @ qd, Jr @ v_ref
+        a = self.kp_com * (target - c[:2]) + self.kd_com * (vr[:2] - v[:2])
+        if self.com_ref_acc:
+            a = a + (Jr @ a_ref)[:2]
+        return J[:2], a
+
+    def act(self, sim, state):
+        rig = self.rig
+        d = self.prepare(sim, state)
+        q, q_ref, Mm, lb, ub = d.q, d.q_ref, d.M, d.lb, d.ub
+        a_star = self._a_star
+        bias = d.tau - Mm @ a_star
+        nv, n_m = Mm.shape[0], len(lb)
+        qd = sim.physics.get_q()[1]
+        Jp, pts, owner = self.corners(state)
+        P = len(pts)
+        self._pts = pts
+        E = np.einsum("pin,ei->pen", Jp, self._edges).reshape(-1, nv)  # (4P, nv) edge Jacobians
+        if self.w_limit:  # joint limits MuJoCo enforces in the coming step: forces >= 0 in the plan too
+            Lj = self.limit_rows()
+            E = np.vstack([E, Lj])
+        nc = len(E)
+        G = -d.A.T * (rig.muscle_f0 * d.flfv)[None, :]
+        g0 = -d.A.T @ (rig.muscle_f0 * d.fpe)
+        # the equations of motion hold exactly: qdd = M^-1 (G alpha + E^T beta + g0 - bias)
+        Minv = np.linalg.inv(Mm)
+        res = self.residual_bound is not None
+        B = Minv @ np.hstack([G, E.T] + ([np.eye(nv)[:, :6]] if res else []))
+        b0 = Minv @ (g0 - bias)
+        rows, rhs = [], []
+
+        def add(T, t, weight):  # rows T qdd = t, weight per unit^2
+            rows.append(np.sqrt(weight) * (T @ B))
+            rhs.append(np.sqrt(weight) * (t - T @ b0))
+
+        # corners in contact stay put
+        if P:
+            vp = np.einsum("pin,n->pi", Jp, qd)
+            add(Jp.reshape(-1, nv), (-self.kv_contact * vp).ravel(), self.w_contact * rig.mass_kg)
+        if self.w_limit and len(Lj):
+            add(Lj, -self.kv_contact * (Lj @ qd), self.w_limit)
+        diag = np.sqrt(np.diag(Mm))
+        I = np.eye(nv)
+        wj = np.full(nv, self.w_joint)  # joints; a leg standing on the floor follows its foot instead
+        body = self.model.dof_bodyid - 1
+        for leg in (range(1, 6), range(6, 11)):
+            if np.isin(owner, list(leg)[2:]).any():
+                wj[np.isin(body, list(leg))] *= self.w_stance
+        wj = np.sqrt(wj[6:])
+        add((wj * diag[6:])[:, None] * I[6:], wj * diag[6:] * a_star[6:], 1.0)
+        add(diag[3:6, None] * I[3:6], diag[3:6] * a_star[3:6], self.w_rot)  # pelvis orientation
+        add(diag[2:3, None] * I[2:3], diag[2:3] * a_star[2:3], self.w_height)  # pelvis height
+        if self.w_root_xy:
+            add(diag[:2, None] * I[:2], diag[:2] * a_star[:2], self.w_root_xy)
+        Jcom, a_com = self.com_rows(sim, *self._ref, owner)  # centre of mass
+        add(rig.mass_kg * Jcom, rig.mass_kg * a_com, self.w_com)
+        R, r = np.vstack(rows), np.concatenate(rhs)
+        w = self.params.weights
+        smooth = w.smooth if self._warm is not None else 0.0
+        k = 6 if res else 0
+        reg = np.concatenate([np.full(n_m, w.activation + smooth), np.full(nc, 1e-4), np.full(k, w.residual)])
+        pull = np.concatenate([smooth * self._warm if self._warm is not None else np.zeros(n_m), np.zeros(nc + k)])
+        lo = np.concatenate([lb, np.zeros(nc), -self.residual_bound if res else []])
+        hi = np.concatenate([np.maximum(ub, lb), np.full(nc, BIG), self.residual_bound if res else []])
+        z, status, act = _bounded_lsq(R, r, reg, lo, hi, "daqp", None, pull, self._active, n_m)
+        x, beta, g = z[:n_m], z[n_m:n_m + nc], z[n_m + nc:]
+        qdd = B @ z + b0
+        self._warm, self._active = x, act
+        if getattr(self, "_prev", None) is not None:
+            real = (qd - self._prev[1]) / sim.dt
+            err = real - self._prev[0]
+            self._acc_err = err
+        self._prev = (qdd, qd.copy())
+        self._planned_ground = (E.T @ beta)[:3]
+        g = g if res else np.zeros(6)
+        self.last = dict(q_ref=q_ref, contact_rows=nc, residual=g, activation=x, status=status)
+        self.stats["decisions"] += 1
+        if self.log and (sim.steps % 12 == 0 or self.log_from <= sim.time <= self.log_to):
+            e = self.plan.space.diff(q, q_ref)
+            gap = sim.physics.ground_force()
+            worst = np.argsort(-np.abs(qdd[6:]))[:3] + 6
+            ae = getattr(self, "_acc_err", np.zeros(nv))
+            dd = self.data
+            on = (dd.efc_type[:dd.nefc] == mujoco.mjtConstraint.mjCNSTR_LIMIT_JOINT) & (dd.efc_force[:dd.nefc] != 0)
+            lim = [(self.model.joint(int(j)).name, round(float(np.degrees(2 * np.arccos(min(1, abs(dd.qpos[self.model.jnt_qposadr[j]])))) if self.model.jnt_type[j] == 1 else np.degrees(dd.qpos[self.model.jnt_qposadr[j]])), 1)) for j in dd.efc_id[:dd.nefc][on]]
+            print(f"   realised - planned qdd: root {np.abs(ae[:6]).round(1)}, joints worst {[(int(i), round(float(ae[i]))) for i in np.argsort(-np.abs(ae[6:]))[:3] + 6]}, limits active {lim}")
+            print(f"   worst qdd {[(self.rig.dof_names[i] if hasattr(self.rig, 'dof_names') else i, round(float(qdd[i])), round(float(a_star[i]))) for i in worst]}")
+            print(f"t={sim.time:5.2f} rot err {np.degrees(e[3:6]).round(1)} dz {100 * e[2]:+.1f} cm "
+                  f"joints {np.degrees(np.abs(e[6:])).mean():4.1f} deg  P={P} {np.bincount(owner, minlength=self.rig.num_bodies)[self._contact_bodies]}  qdd root {np.abs(qdd[:6]).max():.1f}  planned Fz {self._planned_ground[2]:.0f} given {gap[2]:.0f}")
+        if not res:
+            return MuscleCommand(x, None, None)
+        force = g[:3].copy()
+        R0 = state.rot[0] @ rig.body_rest_rot[0].T  # the root joint's frame
+        return MuscleCommand(x, force, R0 @ g[3:] - np.cross(state.pos[0] - q[:3], force))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--clip", default="hold:0", help="walk, run, or hold:FRAME (a frame of the walk held)")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--fatigue-scale", type=float, default=1.0)
+    ap.add_argument("--set", action="append", default=[], help="NAME=VALUE of a WholeBody weight or gain")
+    ap.add_argument("--residual", type=float, default=0.0)
+    ap.add_argument("--residual-weight", type=float, default=0.1)
+    ap.add_argument("--log", action="store_true")
+    a = ap.parse_args()
+    from engine import take as take_mod
+    from engine.rig import load_rig
+
+    for kv in a.set:
+        k, v = kv.split("=")
+        setattr(WholeBody, k, type(getattr(WholeBody, k))(float(v)))
+    WholeBody.log = a.log
+    with tempfile.TemporaryDirectory() as tmp:
+        if "," in a.clip:  # a chain: run:60,walk:20,run:5
+            clips = [(MOTION / f"{c.split(':')[0]}.bvh", float(c.split(':')[1])) for c in a.clip.split(",")]
+        else:
+            clips = [(held_pose_bvh(int(a.clip[5:]), Path(tmp)) if a.clip.startswith("hold:") else MOTION / f"{a.clip}.bvh", a.seconds)]
+        orig = tr.TrackingController
+        tr.TrackingController = WholeBody
+        try:
+            take = take_mod.simulate(load_rig(), clips, params=tr.TrackingParams(residual=a.residual, weights=CoordinationWeights(activation=1.0, smooth=10.0, residual=a.residual_weight)),
+                                     fatigue=fat.FatigueParams(scale=a.fatigue_scale), progress=lambda f: None)
+        finally:
+            tr.TrackingController = orig
+    s = take.meta["summary"]
+    print(f"{a.clip} r={a.residual} w={a.residual_weight} fatigue={a.fatigue_scale} {' '.join(a.set)}: {'fell at %.2f s' % s['stopped_at_s'] if s['fell'] else 'stood'}, joint error "
+          f"{s['joint_err_deg_mean']:.2f} deg, residual {s.get('residual_mean_body_weights')} BW, ground force gap {s['ground_force_gap_body_weights']} body weights")
+    g = s["gait"]
+    print(f"   speed {g['early'].get('forward_speed_mps')} -> {g['late'].get('forward_speed_mps')} m/s, stride {g['early'].get('stride_m')} -> "
+          f"{g['late'].get('stride_m')}, step {s['step_ms']}, pace {(s['pace'] or {}).get('final_rate')}")
+
+
+if __name__ == "__main__":
+    main()
