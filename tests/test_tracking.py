@@ -69,9 +69,10 @@ def test_mujoco_body_jacobians_equal_the_rigs_kinematics(rig):
 
 
 @pytest.mark.parametrize("smooth,contacts", [(0.0, False), (10.0, True)])
-def test_daqp_and_scipy_solve_the_same_coordination(rig, posed, smooth, contacts):
-    """Two solvers, one problem: DAQP (on the residual-as-unknown form) and scipy's BVLS,
-    with muscles alone, and with contact forces and a bounded root residual."""
+def test_three_solvers_solve_the_same_coordination(rig, posed, smooth, contacts):
+    """Three solvers, one problem: DAQP (on the residual-as-unknown form), scipy's BVLS and
+    the dual Newton method, with muscles alone, and with contact forces and a bounded root
+    residual."""
     from engine.control import CoordinationWeights, coordinate
 
     A, flfv, fpe = posed["A"], posed["flfv"], posed["fpe"]
@@ -86,12 +87,90 @@ def test_daqp_and_scipy_solve_the_same_coordination(rig, posed, smooth, contacts
         kw = dict(Jc=rng.normal(size=(12, rig.num_dofs)), residual_bound=np.full(6, 50.0))
         tau[:6] += rng.normal(scale=300, size=6)
     a = coordinate(tau, A, rig.muscle_f0, flfv, fpe, lb, ub, w, solver="daqp", warm=warm, **kw)
-    b = coordinate(tau, A, rig.muscle_f0, flfv, fpe, lb, ub, w, solver="lsq", warm=warm, **kw)
     assert ((a.activation <= lb + 1e-12) | (a.activation >= ub - 1e-12)).sum() > 20  # bounds are active
-    assert np.abs(a.activation - b.activation).max() < 1e-5
     if contacts:
-        assert np.abs(a.contact - b.contact).max() < 1e-3 and np.abs(a.residual - b.residual).max() < 1e-3
         assert (a.contact <= 1e-9).any() and (np.abs(a.residual) >= 50 - 1e-9).any()  # those bounds act too
+    for solver in ("lsq", "newton"):
+        b = coordinate(tau, A, rig.muscle_f0, flfv, fpe, lb, ub, w, solver=solver, warm=warm, **kw)
+        assert np.abs(a.activation - b.activation).max() < 1e-5, solver
+        if contacts:
+            assert np.abs(a.contact - b.contact).max() < 1e-3 and np.abs(a.residual - b.residual).max() < 1e-3, solver
+
+
+def _box_qp(seed, m=56, n=380):
+    """A coordination-shaped problem: rows of generalised force, muscles in narrow 3CC-r
+    boxes, contact forces >= 0 (weak weight), a bounded residual; the root's rows reach only
+    the contacts and the residual."""
+    rng = np.random.default_rng(seed)
+    G = rng.normal(size=(m, n)) * rng.uniform(0, 50, size=(1, n))
+    G[:6, :284] = 0
+    rhs = rng.normal(scale=100, size=m)
+    reg = np.r_[np.full(284, 11.0), np.full(n - 290, 1e-4), np.full(6, 0.1)]
+    lo = np.r_[rng.uniform(0, 0.1, 284), np.zeros(n - 290), np.full(6, -800.0)]
+    hi = np.r_[lo[:284] + rng.uniform(0.01, 0.5, 284), np.full(n - 290, 1e9), np.full(6, 800.0)]
+    pull = np.r_[10 * rng.uniform(0, 0.3, 284), np.zeros(n - 284)]
+    return G, rhs, reg, lo, hi, pull
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dual_newton_meets_the_optimality_conditions(seed):
+    """The Newton solution is the optimum by the KKT conditions of min 1/2 sum reg x^2 -
+    pull.x + 1/2 |G x - rhs|^2 on the box: the objective's gradient vanishes on the free
+    unknowns and points out of the box at the active bounds; its multipliers are the
+    negated row errors; a warm start from them solves a nearby problem."""
+    from engine.control.coordination import dual_newton
+
+    G, rhs, reg, lo, hi, pull = _box_qp(seed)
+    x, lam, ok = dual_newton(G, rhs, reg, lo, hi, pull)
+    assert ok
+    grad = reg * x - pull + G.T @ (G @ x - rhs)
+    at_lo, at_hi = x <= lo + 1e-12, x >= hi - 1e-12
+    free = ~(at_lo | at_hi)
+    assert at_lo.sum() > 50 and at_hi.sum() > 20 and free.sum() > 20
+    tol = 1e-6 * np.abs(reg * x).max()
+    assert np.abs(grad[free]).max() < tol
+    assert grad[at_lo].min() > -tol and grad[at_hi].max() < tol
+    assert np.allclose(lam, rhs - G @ x, atol=1e-6)
+    rhs2 = rhs + np.random.default_rng(seed).normal(scale=1.0, size=len(rhs))
+    x2, _, ok2 = dual_newton(G, rhs2, reg, lo, hi, pull, lam)
+    x3, _, _ = dual_newton(G, rhs2, reg, lo, hi, pull)
+    assert ok2 and np.abs(x2 - x3).max() < 1e-7
+
+
+def test_exact_line_search_maximises_the_dual_along_the_step():
+    """_exact_step's t against the dual evaluated on a fine grid along the same direction."""
+    from engine.control.coordination import _exact_step
+
+    G, rhs, reg, lo, hi, pull = _box_qp(5)
+    rng = np.random.default_rng(5)
+    lam, d = rng.normal(scale=50, size=56), rng.normal(scale=50, size=56)
+
+    def dual(lam):
+        x = np.clip((pull + G.T @ lam) / reg, lo, hi)
+        r = G @ x - rhs
+        return 0.5 * reg @ (x * x) - pull @ x - lam @ r - 0.5 * lam @ lam
+
+    if -((lam + G @ np.clip((pull + G.T @ lam) / reg, lo, hi) - rhs) @ d) < 0:
+        d = -d  # an ascent direction, as the Newton step is
+    t = _exact_step(lam, d, (pull + G.T @ lam) / reg, G, rhs, reg, lo, hi)
+    grid = np.linspace(0, 4 * max(t, 1e-3), 4001)
+    values = np.array([dual(lam + s * d) for s in grid])
+    assert t > 0 and dual(lam + t * d) >= values.max() - 1e-6 * abs(values.max())
+    assert abs(grid[np.argmax(values)] - t) <= 2 * (grid[1] - grid[0])
+
+
+def test_solver_falls_back_and_keeps_a_warm_start():
+    """A zero weight (the dual needs reg > 0) is solved by DAQP instead, and the result
+    still hands the next solve the row multipliers rhs - G x."""
+    from engine.control.coordination import _bounded_lsq
+
+    G, rhs, reg, lo, hi, pull = _box_qp(3)
+    reg = reg.copy()
+    reg[0] = 0.0
+    x, status, lam = _bounded_lsq(G, rhs, reg, lo, hi, "newton", None, pull)
+    xd, _, _ = _bounded_lsq(G, rhs, reg, lo, hi, "daqp", None, pull)
+    assert np.abs(x - xd).max() < 1e-9
+    assert lam.dtype.kind == "f" and np.allclose(lam, rhs - G @ x)
 
 
 def test_coordination_meets_a_feasible_torque(rig, posed):

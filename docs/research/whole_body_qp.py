@@ -1,21 +1,30 @@
-"""Experiment (issue 16, not part of the product): a whole-body QP with the accelerations as
-unknowns, the equations of motion as (heavily weighted) rows, and the feet in contact held
-still: the floating-base formulation of Lee et al. 2014 / Wensing and Orin 2013, with the
-muscles in the same solve.
+"""Experiment (issue 16, not part of the product): a whole-body solve whose plan the physics
+carries out, for residual-free tracking (the floating-base formulation of Lee et al. 2014 and
+Wensing and Orin 2013, with the muscles in the same solve).
 
-Unknowns: activations alpha (in their 3CC-r bounds), pyramid-edge contact forces beta >= 0 at
-the foot-box corners within contact_margin of the floor, and the generalised accelerations qdd.
+Unknowns: activations alpha (in their 3CC-r bounds), pyramid-edge contact forces beta >= 0
+and, with --residual, a bounded root residual r. The accelerations follow from them through
+the equations of motion, every row including the root's:
 
-    M qdd + c = G alpha + g0 + Jc^T beta          (all 56 rows, the root's too: no residual)
-    Jp_k qdd = -kv v_k                             (each corner in contact stays where it is)
-    qdd_j = qdd*_j                                 (joint tracking, rows scaled by M_jj)
-    qdd_rot = qdd*_rot                             (pelvis orientation)
-    m Jcom qdd = m (kp (c* - c) + kd (v* - v))     (centre of mass over the feet, horizontal)
+    (M + dt D) qdd = G alpha + g0 + Jc^T beta + S^T r - (c - passive)
 
-c* is the reference's COM offset from the talus bones in contact carried to the character's.
-Run from the repository root:
+and the tasks are least-squares rows on those qdd:
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/whole_body_qp.py --clip hold:0 --seconds 10
+    Jp_k qdd = -kv v_k                         contact points stay still (w_contact x m)
+    sqrt(M_jj) (qdd_j - qdd*_j) = 0            joints (w_joint; w_stance on a standing leg)
+    pelvis orientation (w_rot), height (w_height), horizontal position (w_root_xy)
+    m Jcom qdd = m (kp (c* - c) + kd (v* - v)) centre of mass (w_com; com_clip)
+    A_L qdd = -k_L L                           centroidal angular momentum damped (w_L)
+    J_lim qdd = -kv J_lim qd, forces >= 0      MuJoCo's active joint limits (w_limit)
+
+Contact points: foot-box corners within contact_margin, or with mj_contacts=1 MuJoCo's own
+contacts of the coming step. `--set NAME=VALUE` sets any of these; `--log` prints the
+planned-against-realised accelerations, contacts and active joint limits. What it measured
+is in docs/research/balance.md (fourth session). From the repository root:
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/whole_body_qp.py --clip hold:0 --set mj_contacts=1
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/whole_body_qp.py --clip walk --set mj_contacts=1 --set w_com=0 --set w_root_xy=1
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/whole_body_qp.py --clip walk --seconds 20 --fatigue-scale 50 --residual 1 --set mj_contacts=1 --set w_com=0
 """
 import argparse
 import sys
@@ -32,7 +41,7 @@ MOTION = ROOT.parent / "shared" / "reference" / "mass" / "motion"
 
 from engine import fatigue as fat  # noqa: E402
 from engine.control import tracking as tr  # noqa: E402
-from engine.control.coordination import BIG, CoordinationWeights, _bounded_lsq  # noqa: E402
+from engine.control.coordination import _EPS, BIG, CoordinationWeights, _bounded_lsq  # noqa: E402
 from engine.simulation import MuscleCommand  # noqa: E402
 from root_acceleration_tracking import held_pose_bvh  # noqa: E402
 
@@ -41,7 +50,8 @@ class WholeBody(tr.TrackingController):
     w_contact, w_joint, w_rot, w_com, w_height, w_root_xy = 10.0, 1.0, 3.0, 3.0, 1.0, 0.0
     kp_com, kd_com, kv_contact, log, com_ref_acc = 20.0, 9.0, 20.0, False, True
     log_from, log_to, com_clip, w_stance = 1e9, 0.0, -1.0, 1.0
-    mj_contacts, mj_margin, w_limit, dz = 0, 0.0, 0.0, 0.0
+    mj_contacts, mj_margin, w_limit, dz, w_L, k_L = 0, 0.0, 0.0, 0.0, 0.0, 10.0
+    warp, warp_height, warped = 0.0, 0.03, 0
 
     def wanted_acceleration(self, q, qd, step):
         q_ref, v_ref, a_ref = self.reference(step)
@@ -53,6 +63,31 @@ class WholeBody(tr.TrackingController):
         a = a_ref + p.kp * self.plan.space.diff(q, q_ref) + p.kd * (v_ref - qd)
         self._a_star = a
         return a, q_ref
+
+    def advance_pace(self, sim) -> None:
+        """The pace governor, then (warp > 0) a touchdown time warp: while the reference has a
+        foot on the floor (its lowest box corner below warp_height) that the character has not
+        yet put down, the reference waits (its lag grows by `warp` a step)."""
+        step_before = self._paced_to
+        super().advance_pace(sim)
+        if not self.warp or self._paced_to == step_before:
+            return
+        m, rig = self.plan.space.model, self.rig
+        if not hasattr(self, "_ref_data"):
+            self._ref_data = mujoco.MjData(m)
+        rd = self._ref_data
+        rd.qpos[:] = self.reference(sim.steps)[0]
+        mujoco.mj_kinematics(m, rd)
+        touching = sim.physics.contacts()
+        signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
+        for side in "RL":
+            bodies = [rig.body_index(f"{n}{side}") for n in ("Talus", "FootThumb", "FootPinky")]
+            geoms = np.flatnonzero(np.isin(m.geom_bodyid, np.array(bodies) + 1))
+            low = min((rd.geom_xpos[g][:, None] + rd.geom_xmat[g].reshape(3, 3) @ (signs * m.geom_size[g]).T)[2].min() for g in geoms)
+            if low < self.warp_height and not touching[bodies].any():
+                self.pace.lag += self.warp
+                self.warped += 1
+                return
 
     def corners(self, state):
         """Point Jacobians (P, 3, nv), positions (P, 3) and velocities of the foot-box corners
@@ -80,6 +115,18 @@ class WholeBody(tr.TrackingController):
         r = pts - state.pos[owner]
         Jp = v[:, owner, :] + np.cross(w[:, owner, :], r[None])  # (nv, P, 3)
         return Jp.transpose(1, 2, 0), pts, owner
+
+    def angular_momentum_matrix(self):
+        """A_L (3, nv): the whole body's angular momentum about its centre of mass per unit
+        velocity of each DOF, from the body Jacobians at the bodies' centres of mass."""
+        m, d = self.model, self.data
+        w, v = self.body_jacobians()  # (nv, B, 3) at xipos
+        mass = m.body_mass[1:]
+        com = (mass[:, None] * d.xipos[1:]).sum(0) / mass.sum()
+        R = d.ximat[1:].reshape(-1, 3, 3)
+        Iw = np.einsum("bij,bj,bkj->bik", R, m.body_inertia[1:], R)
+        lin = mass[:, None] * (d.xipos[1:] - com)  # (B, 3)
+        return np.einsum("bij,nbj->in", Iw, w) + np.einsum("bi,nbj,kij->kn", lin, v, _EPS)
 
     def limit_rows(self):
         """Rows (k, nv) of MuJoCo's joint-limit constraints at the data's state (force J^T f,
@@ -172,8 +219,12 @@ class WholeBody(tr.TrackingController):
         add(diag[2:3, None] * I[2:3], diag[2:3] * a_star[2:3], self.w_height)  # pelvis height
         if self.w_root_xy:
             add(diag[:2, None] * I[:2], diag[:2] * a_star[:2], self.w_root_xy)
-        Jcom, a_com = self.com_rows(sim, *self._ref, owner)  # centre of mass
-        add(rig.mass_kg * Jcom, rig.mass_kg * a_com, self.w_com)
+        if self.w_com:
+            Jcom, a_com = self.com_rows(sim, *self._ref, owner)  # centre of mass
+            add(rig.mass_kg * Jcom, rig.mass_kg * a_com, self.w_com)
+        if self.w_L:  # centroidal angular momentum damped: dL/dt = -k_L L (Macchietto 2009)
+            AL = self.angular_momentum_matrix()
+            add(AL, -self.k_L * (AL @ qd), self.w_L)
         R, r = np.vstack(rows), np.concatenate(rhs)
         w = self.params.weights
         smooth = w.smooth if self._warm is not None else 0.0

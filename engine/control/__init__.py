@@ -45,6 +45,14 @@ Measured (issue 5, 2-core machine, one thread, MuJoCo):
   the QP (~320 unknowns, 56 equalities) takes ~3.6 ms, warm-started from the last step's
   active set (~45 DAQP iterations instead of ~150); preparation ~1.3 ms (moment arms
   0.5 ms); muscles + physics ~0.7 ms. OSQP, tried on the same problems: 20-40 ms.
+- Issue 16's speed (fourth session): the solve is now a semismooth Newton method on the
+  problem's dual (coordination.dual_newton: 56 multipliers, one 56 x 56 solve a step,
+  warm-started from the last decision's multipliers, an exact line search on the dual).
+  `sinew bench --tracking 2`, same machine, in turn: DAQP 2.44-2.50 ms of 3.76-4.03 ms a
+  step (2.07-2.22x real time) -> 1.12-1.16 ms of 2.29-2.46 ms (3.38-3.64x). The tired walk (scale 50, 20 s):
+  6.7 -> 2.3 ms a solve (~14 Newton steps against DAQP's cold starts). Same optimum (1e-9 on
+  recorded problems); takes differ from DAQP's only by solver round-off, which the tired,
+  chaotic walk amplifies (14.0 -> 14.5 deg, residual 0.32 -> 0.32 body weights).
 """
 from .coordination import CoordinationWeights, MomentArms, coordinate
 from .plan import CyclicClip, MotionPlan, QSpace, load_clip, parse_clip_arg

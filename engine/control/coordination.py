@@ -8,8 +8,10 @@ bounds [alpha_lb, alpha_ub], ground contact forces inside linearised friction co
 
 holds as well as it can, preferring small activations (sum alpha^2) and using the residual
 only as a last resort. f is linear in alpha at the current muscle state, so this is one
-bounded linear least-squares problem (scipy.optimize.lsq_linear, BVLS): the contact forces
-are the non-negative weights beta of MuJoCo's pyramid edges, so every bound is a box.
+bounded linear least-squares problem: the contact forces are the non-negative weights beta
+of MuJoCo's pyramid edges, so every bound is a box. It is solved on its dual by a
+semismooth Newton method (dual_newton, warm-started from the last decision), with DAQP
+and scipy's BVLS as the fallback and the cross-checks.
 """
 from __future__ import annotations
 
@@ -107,7 +109,7 @@ class CoordinationResult:
     status: int
     contact: np.ndarray  # (nc,) pyramid-edge forces beta >= 0 (empty without contacts)
     residual: np.ndarray  # (6,) root residual generalised force (zeros without one)
-    active: np.ndarray | None = None  # DAQP's active bounds of every unknown, for the next warm start
+    active: np.ndarray | None = None  # the next solve's warm start: dual_newton's multipliers (or DAQP's active bounds)
 
 
 @dataclass(frozen=True)
@@ -139,11 +141,11 @@ def coordinate(tau, A, f0, flfv, fpe, lb, ub, weights: CoordinationWeights = Coo
     contacts together matters: the ground force is split among the contact points in a way
     the muscles can balance at the joints (a split chosen for the root alone asks the ankle
     for torques about axes no muscle spans). warm: the last activations (smooth term and a
-    warm start). active: the last result's `active` (DAQP starts from that active set; the
-    muscles' part only when the number of contact unknowns changed): the bounds active at
-    one 120 Hz step are mostly active at the next, so this saves ~70 % of the iterations
-    and ~25 % of the time. solver: 'daqp' (dual active set, DAQP), 'lsq'
-    (scipy.optimize.lsq_linear, BVLS), or 'auto' (DAQP when installed).
+    warm start). active: the last result's `active`, the next solve's start: for 'newton' the
+    multipliers of the rows (nv of them whatever the contacts), for 'daqp' the active bounds
+    (the muscles' part only when the number of contact unknowns changed). solver: 'newton'
+    (dual_newton, the default 'auto'; falls back to DAQP when it does not converge), 'daqp'
+    (dual active set, DAQP), or 'lsq' (scipy.optimize.lsq_linear, BVLS).
     """
     M, nv = A.shape
     gain = f0 * flfv  # force per unit activation
@@ -176,15 +178,107 @@ def coordinate(tau, A, f0, flfv, fpe, lb, ub, weights: CoordinationWeights = Coo
     return CoordinationResult(x, G @ x - A.T @ (f0 * fpe), status, z[M:M + nc], z[M + nc:] if nr else np.zeros(6), act)
 
 
+def dual_newton(G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=60):
+    """min 1/2 sum reg x^2 - pull . x + 1/2 |G x - rhs|^2 over lo <= x <= hi (reg > 0), by a
+    semismooth Newton method on the dual. Returns (x, lam, converged).
+
+    With e = G x - rhs and multipliers lam for G x - e = rhs, the minimiser over e is
+    e = -lam and over the box it is separable: x(lam) = clip((pull + G^T lam) / reg, lo, hi).
+    The optimum solves F(lam) = lam + G x(lam) - rhs = 0 (the dual's gradient, negated),
+    piecewise linear with generalised Jacobian J = I + G_f diag(1/reg_f) G_f^T over the
+    unclipped ("free") x: symmetric, >= I, so every Newton step is one small well-conditioned
+    linear solve (rows x rows, 56 for the rig) however many unknowns there are. A full step
+    is taken when it lands on the solution (the free set was right: F is linear there), else
+    the step that maximises the concave dual along the direction (_exact_step). Warm-started
+    from the last decision's lam: ~8 steps a decision on the fresh walk, ~14 on the tired one
+    (fatigue narrows the boxes), 2.5-3x faster than DAQP's active set on the same problems
+    (engine/control/__init__.py). Not converged in max_iter: the caller falls back to DAQP."""
+    m = len(rhs)
+    lam = np.zeros(m) if lam is None else np.array(lam, float)
+    scale = 1.0 + np.abs(rhs).max() if m else 1.0
+
+    def primal(lam):
+        y = (pull + G.T @ lam) / reg
+        return y, np.clip(y, lo, hi)
+
+    y, x = primal(lam)
+    r = G @ x - rhs
+    for _ in range(max_iter):
+        F = lam + r
+        if np.abs(F).max() <= tol * scale:
+            return x, lam, True
+        free = (y > lo) & (y < hi)
+        Gf = G[:, free]
+        J = (Gf / reg[free]) @ Gf.T
+        J[np.diag_indices(m)] += 1.0
+        step = -np.linalg.solve(J, F)  # Newton step on F
+        y_n, x_n = primal(lam + step)
+        r_n = G @ x_n - rhs
+        if np.abs(lam + step + r_n).max() <= tol * scale:  # the free set was right: exact
+            lam, y, x, r = lam + step, y_n, x_n, r_n
+            continue
+        lam = lam + _exact_step(lam, step, y, G, rhs, reg, lo, hi) * step
+        y, x = primal(lam)
+        r = G @ x - rhs
+    return x, lam, False
+
+
+def _exact_step(lam, d, y, G, rhs, reg, lo, hi) -> float:
+    """The step t > 0 that maximises the dual along lam + t d (dual_newton's line search).
+    The dual's slope along d is -c(t), c(t) = d.(lam + t d) + w.x(t) - d.rhs with w = G^T d
+    and x_i(t) = clip(y_i + t w_i / reg_i, lo_i, hi_i): piecewise linear and increasing, so
+    its root is found exactly by walking the breakpoints where an x_i enters or leaves its
+    box."""
+    w = G.T @ d
+    b = w / reg
+    moving = b != 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ta, tb = (lo - y) / b, (hi - y) / b
+    t_in = np.where(moving, np.minimum(ta, tb), np.inf)
+    t_out = np.where(moving, np.maximum(ta, tb), np.inf)
+    slope_i = w * b  # >= 0: x_i's contribution to c's slope while it is inside its box
+    x0 = np.clip(y, lo, hi)
+    c0 = d @ lam + w @ x0 - d @ rhs
+    slope0 = d @ d + slope_i[(t_in <= 0) & (t_out > 0)].sum()
+    ev_t = np.concatenate((t_in[t_in > 0], t_out[t_out > 0]))
+    ev_ds = np.concatenate((slope_i[t_in > 0], -slope_i[t_out > 0]))
+    keep = np.isfinite(ev_t)
+    ev_t, ev_ds = ev_t[keep], ev_ds[keep]
+    order = np.argsort(ev_t)
+    ev_t, ev_ds = ev_t[order], ev_ds[order]
+    knots = np.concatenate(([0.0], ev_t))
+    slopes = slope0 + np.concatenate(([0.0], np.cumsum(ev_ds)))  # slope on [knots[k], knots[k+1])
+    c_at = c0 + np.concatenate(([0.0], np.cumsum(slopes[:-1] * np.diff(knots))))  # c at each knot
+    k = int(np.searchsorted(c_at, 0.0, side="right")) - 1  # last knot with c <= 0
+    if k < 0:
+        return 0.0
+    return float(knots[k] - c_at[k] / slopes[k]) if slopes[k] > 0 else float(knots[k])
+
+
 def _bounded_lsq(G, rhs, reg, lo, hi, solver, warm, pull, active=None, head=0):
     """min ||G x - rhs||^2 + sum reg x^2 - 2 pull . x over lo <= x <= hi; returns (x, status,
-    active bounds). `active` warm-starts DAQP: all of it when it has n entries, else its
-    first `head`."""
+    warm start for the next call). solver "newton" (dual_newton; "auto" picks it): the
+    returned warm start is its multipliers. "daqp": its active bounds, and `active`
+    warm-starts it: all of it when it has n entries, else its first `head`. "lsq": scipy's
+    BVLS."""
     n = G.shape[1]
     act = None
     if solver == "auto":
-        solver = "daqp" if _have_daqp() else "lsq"
+        solver = "newton"
     status = 0
+    if solver == "newton":
+        if np.all(reg > 0):
+            if active is not None and active.dtype.kind == "f" and len(active) == len(rhs):
+                lam0 = active
+            else:  # at the optimum lam = rhs - G x: start from the warm activations
+                x0 = np.clip(warm if warm is not None and len(warm) == n else np.zeros(n), lo, hi)
+                lam0 = rhs - G @ x0
+            x, lam, ok = dual_newton(G, rhs, reg, lo, hi, pull, lam0)
+            if ok:
+                return x, 0, lam
+        # a zero weight, or no convergence: another solver, and its multipliers for the next start
+        x, status, _ = _bounded_lsq(G, rhs, reg, lo, hi, "daqp" if _have_daqp() else "lsq", warm, pull)
+        return x, status, rhs - G @ x
     if solver == "daqp":
         import daqp
 

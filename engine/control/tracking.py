@@ -15,7 +15,8 @@ Every `period` physics steps:
 5. Muscle coordination (engine.control.coordination): activations inside the 3CC-r bounds
    of the coming step, the contact forces, and a root residual bounded by `residual` x body
    weight (force) and x body weight x 1 m (torque), in one bounded least-squares solve
-   (DAQP), with a small pull towards the last step's activations. Solving them together
+   (a semismooth Newton method on its dual, warm-started from the last step's
+   multipliers), with a small pull towards the last step's activations. Solving them together
    lets the ground force be split in a way the leg muscles can balance. Body Jacobians
    for the moment arms and contacts come from MuJoCo (mj_jac) at the physics state.
 6. The activations are held until the next decision (the muscle step clips them to the
