@@ -13,12 +13,14 @@ and the tasks are least-squares rows on those qdd:
     Jp_k qdd = -kv v_k                         contact points stay still (w_contact x m)
     sqrt(M_jj) (qdd_j - qdd*_j) = 0            joints (w_joint; w_stance on a standing leg)
     pelvis orientation (w_rot), height (w_height), horizontal position (w_root_xy)
+    a_z,foot = kp (h_ref - float - h) + kd (v_ref - v)   a foot in the air (w_foot, foot_float)
     m Jcom qdd = m (kp (c* - c) + kd (v* - v)) centre of mass (w_com; com_clip)
     A_L qdd = -k_L L                           centroidal angular momentum damped (w_L)
     J_lim qdd = -kv J_lim qd, forces >= 0      MuJoCo's active joint limits (w_limit)
 
 Contact points: foot-box corners within contact_margin, or with mj_contacts=1 MuJoCo's own
-contacts of the coming step. `--set NAME=VALUE` sets any of these; `--log` prints the
+contacts of the coming step; warp > 0 holds the reference back while it has a foot down that
+the character has not. `--set NAME=VALUE` sets any of these; `--log` prints the
 planned-against-realised accelerations, contacts and active joint limits. What it measured
 is in docs/research/balance.md (fourth session). From the repository root:
 
@@ -52,6 +54,7 @@ class WholeBody(tr.TrackingController):
     log_from, log_to, com_clip, w_stance = 1e9, 0.0, -1.0, 1.0
     mj_contacts, mj_margin, w_limit, dz, w_L, k_L = 0, 0.0, 0.0, 0.0, 0.0, 10.0
     warp, warp_height, warped = 0.0, 0.03, 0
+    w_foot, foot_float, kp_foot, kd_foot = 0.0, 0.015, 400.0, 40.0
 
     def wanted_acceleration(self, q, qd, step):
         q_ref, v_ref, a_ref = self.reference(step)
@@ -88,6 +91,46 @@ class WholeBody(tr.TrackingController):
                 self.pace.lag += self.warp
                 self.warped += 1
                 return
+
+    def _lowest_corner(self, m, d, bodies):
+        """(height, geom index, world point) of the lowest box corner of `bodies` in data d."""
+        signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
+        best = None
+        for g in np.flatnonzero(np.isin(m.geom_bodyid, np.array(bodies) + 1)):
+            pts = d.geom_xpos[g][:, None] + d.geom_xmat[g].reshape(3, 3) @ (signs * m.geom_size[g]).T
+            k = int(np.argmin(pts[2]))
+            if best is None or pts[2, k] < best[0]:
+                best = (pts[2, k], g, pts[:, k].copy())
+        return best
+
+    def foot_rows(self, sim, state):
+        """For each foot with no contact: (vertical Jacobian row of its lowest corner, wanted
+        vertical acceleration kp (h_ref - float - h) + kd (v_ref - v))."""
+        m, d, rig = self.model, self.data, self.rig
+        rm = self.plan.space.model
+        if not hasattr(self, "_foot_data"):
+            self._foot_data = (mujoco.MjData(rm), mujoco.MjData(rm))
+        r0, r1 = self._foot_data
+        q0, q1 = self.reference(sim.steps)[0], self.reference(sim.steps + 1)[0]
+        r0.qpos[:], r1.qpos[:] = q0, q1
+        mujoco.mj_kinematics(rm, r0)
+        mujoco.mj_kinematics(rm, r1)
+        touching = sim.physics.contacts()
+        qd = sim.physics.get_q()[1]
+        out = []
+        for side in "RL":
+            bodies = [rig.body_index(f"{n}{side}") for n in ("Talus", "FootThumb", "FootPinky")]
+            if touching[bodies].any():
+                continue
+            h, g, p = self._lowest_corner(m, d, bodies)
+            h_ref = self._lowest_corner(rm, r0, bodies)[0]
+            v_ref = (self._lowest_corner(rm, r1, bodies)[0] - h_ref) / sim.dt
+            jp = np.zeros((3, m.nv))
+            mujoco.mj_jac(m, d, jp, None, p, m.geom_bodyid[g])
+            v = jp[2] @ qd
+            target = max(h_ref - self.foot_float, 0.0)
+            out.append((jp[2], self.kp_foot * (target - h) + self.kd_foot * (v_ref - v)))
+        return out
 
     def corners(self, state):
         """Point Jacobians (P, 3, nv), positions (P, 3) and velocities of the foot-box corners
@@ -222,6 +265,9 @@ class WholeBody(tr.TrackingController):
         if self.w_com:
             Jcom, a_com = self.com_rows(sim, *self._ref, owner)  # centre of mass
             add(rig.mass_kg * Jcom, rig.mass_kg * a_com, self.w_com)
+        if self.w_foot:  # a foot in the air follows the reference's foot height less its float
+            for Jz, a_z in self.foot_rows(sim, state):
+                add(Jz[None], np.array([a_z]), self.w_foot * rig.mass_kg)
         if self.w_L:  # centroidal angular momentum damped: dL/dt = -k_L L (Macchietto 2009)
             AL = self.angular_momentum_matrix()
             add(AL, -self.k_L * (AL @ qd), self.w_L)
