@@ -69,11 +69,12 @@ def test_mujoco_body_jacobians_equal_the_rigs_kinematics(rig):
 
 
 @pytest.mark.parametrize("smooth,contacts", [(0.0, False), (10.0, True)])
-def test_three_solvers_solve_the_same_coordination(rig, posed, smooth, contacts):
+def test_three_solvers_solve_the_same_coordination(rig, posed, smooth, contacts, monkeypatch):
     """Three solvers, one problem: DAQP (on the residual-as-unknown form), scipy's BVLS and
-    the dual Newton method, with muscles alone, and with contact forces and a bounded root
-    residual."""
+    the dual Newton method (which must converge itself, not fall back to DAQP), with muscles
+    alone, and with contact forces and a bounded root residual."""
     from engine.control import CoordinationWeights, coordinate
+    from engine.control import coordination as co
 
     A, flfv, fpe = posed["A"], posed["flfv"], posed["fpe"]
     rng = np.random.default_rng(1)
@@ -90,11 +91,15 @@ def test_three_solvers_solve_the_same_coordination(rig, posed, smooth, contacts)
     assert ((a.activation <= lb + 1e-12) | (a.activation >= ub - 1e-12)).sum() > 20  # bounds are active
     if contacts:
         assert (a.contact <= 1e-9).any() and (np.abs(a.residual) >= 50 - 1e-9).any()  # those bounds act too
+    converged = []
+    newton = co.dual_newton
+    monkeypatch.setattr(co, "dual_newton", lambda *args, **kw: (lambda out: converged.append(out[2]) or out)(newton(*args, **kw)))
     for solver in ("lsq", "newton"):
         b = coordinate(tau, A, rig.muscle_f0, flfv, fpe, lb, ub, w, solver=solver, warm=warm, **kw)
         assert np.abs(a.activation - b.activation).max() < 1e-5, solver
         if contacts:
             assert np.abs(a.contact - b.contact).max() < 1e-3 and np.abs(a.residual - b.residual).max() < 1e-3, solver
+    assert converged == [True]
 
 
 def _box_qp(seed, m=56, n=380):
@@ -159,20 +164,69 @@ def test_exact_line_search_maximises_the_dual_along_the_step():
     assert abs(grid[np.argmax(values)] - t) <= 2 * (grid[1] - grid[0])
 
 
-def test_solver_falls_back_and_keeps_a_warm_start():
-    """A zero weight (the dual needs reg > 0) is solved by DAQP instead, and the result
-    still hands the next solve the row multipliers rhs - G x."""
-    from engine.control.coordination import _bounded_lsq
+def _kkt_error(x, G, rhs, reg, lo, hi, pull):
+    """Largest violation of the optimality conditions of min 1/2 sum reg x^2 - pull.x +
+    1/2 |G x - rhs|^2 on the box, relative to the gradient's scale."""
+    grad = reg * x - pull + G.T @ (G @ x - rhs)
+    at_lo, at_hi = x <= lo + 1e-8, x >= hi - 1e-8  # an active-set solver stops a hair off a bound
+    free = ~(at_lo | at_hi)
+    viol = np.concatenate((np.abs(grad[free]), np.maximum(-grad[at_lo], 0), np.maximum(grad[at_hi], 0)))
+    return viol.max() / np.abs(reg * x).max()
+
+
+def test_solver_falls_back_and_keeps_a_warm_start(monkeypatch):
+    """When the Newton method cannot answer (a zero weight; no convergence, forced here) the
+    problem is still solved to optimality, and the next solve is handed the row multipliers
+    rhs - G x, not an active set."""
+    from engine.control import coordination as co
 
     G, rhs, reg, lo, hi, pull = _box_qp(3)
-    reg = reg.copy()
-    reg[0] = 0.0
-    x, status, lam = _bounded_lsq(G, rhs, reg, lo, hi, "newton", None, pull)
-    xd, _, _ = _bounded_lsq(G, rhs, reg, lo, hi, "daqp", None, pull)
-    assert np.abs(x - xd).max() < 1e-9
+    zero = reg.copy()
+    zero[0] = 0.0
+    x, _, lam = co._bounded_lsq(G, rhs, zero, lo, hi, "newton", None, pull)
+    assert _kkt_error(x, G, rhs, zero, lo, hi, pull) < 1e-6
+    assert lam.dtype.kind == "f" and np.allclose(lam, rhs - G @ x)
+    monkeypatch.setattr(co, "dual_newton", lambda G, rhs, reg, lo, hi, pull, lam=None: (np.zeros(len(reg)), np.zeros(len(rhs)), False))
+    x, _, lam = co._bounded_lsq(G, rhs, reg, lo, hi, "newton", None, pull)
+    assert _kkt_error(x, G, rhs, reg, lo, hi, pull) < 1e-6
     assert lam.dtype.kind == "f" and np.allclose(lam, rhs - G @ x)
 
 
+def test_daqp_ignores_multipliers_given_as_a_warm_start():
+    """DAQP's warm start is an active set; the Newton method's multipliers handed to it by
+    mistake are not read as one (they would be cast into its constraint flags)."""
+    from engine.control import coordination as co
+
+    G, rhs, reg, lo, hi, pull = _box_qp(4)
+    x0, _, _ = co._bounded_lsq(G, rhs, reg, lo, hi, "daqp", None, pull)
+    x1, _, _ = co._bounded_lsq(G, rhs, reg, lo, hi, "daqp", None, pull, np.full(len(rhs), 100.0), 284)
+    assert np.abs(x0 - x1).max() < 1e-9
+
+
+def test_tracking_reuses_the_multipliers(rig):
+    """Each decision of the tracking controller hands the next one its solve's multipliers
+    (one per generalised force row, whatever the contacts), and the Newton method answers
+    those decisions itself."""
+    from engine import take as tk
+    from engine.control import coordination as co
+    from engine.control import tracking as tr
+
+    seen = []
+    newton = co.dual_newton
+
+    def recording(G, rhs, reg, lo, hi, pull, lam=None, **kw):
+        out = newton(G, rhs, reg, lo, hi, pull, lam, **kw)
+        seen.append((lam is not None and len(lam) == len(rhs), out[2]))
+        return out
+
+    co.dual_newton = recording
+    try:
+        take = tk.simulate(rig, [(WALK, 0.25)], params=tr.TrackingParams(), progress=lambda f: None)
+    finally:
+        co.dual_newton = newton
+    assert not take.meta["fell"] and len(seen) >= 30
+    warm, ok = np.array(seen).T
+    assert warm[1:].all() and ok.all()
 def test_coordination_meets_a_feasible_torque(rig, posed):
     from engine.control import CoordinationWeights, coordinate
 
