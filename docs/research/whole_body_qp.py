@@ -55,6 +55,7 @@ class WholeBody(tr.TrackingController):
     mj_contacts, mj_margin, w_limit, dz, w_L, k_L = 0, 0.0, 0.0, 0.0, 0.0, 10.0
     warp, warp_height, warped = 0.0, 0.03, 0
     w_foot, foot_float, kp_foot, kd_foot = 0.0, 0.015, 400.0, 40.0
+    w_place, c_v, kp_place, kd_place = 0.0, 0.0, 100.0, 20.0
 
     def wanted_acceleration(self, q, qd, step):
         q_ref, v_ref, a_ref = self.reference(step)
@@ -130,6 +131,43 @@ class WholeBody(tr.TrackingController):
             v = jp[2] @ qd
             target = max(h_ref - self.foot_float, 0.0)
             out.append((jp[2], self.kp_foot * (target - h) + self.kd_foot * (v_ref - v)))
+        return out
+
+    def placement_rows(self, sim):
+        """For each foot with no contact: rows (2, nv) of its talus's horizontal acceleration
+        and the wanted one, kp (p* - p) + kd (v* - v): p* the reference's talus offset from the
+        reference's centre of mass carried to the character's, plus c_v (v_com - v_com,ref)
+        (Raibert-style placement: a body moving faster than the reference steps further)."""
+        m, d, rig = self.model, self.data, self.rig
+        rm = self.plan.space.model
+        if not hasattr(self, "_place_data"):
+            self._place_data = mujoco.MjData(rm)
+        rd = self._place_data
+        q_ref, v_ref, _ = self.reference(sim.steps)
+        rd.qpos[:], rd.qvel[:] = q_ref, v_ref
+        mujoco.mj_kinematics(rm, rd)
+        mujoco.mj_comPos(rm, rd)
+        mujoco.mj_comVel(rm, rd)
+        touching = sim.physics.contacts()
+        qd = sim.physics.get_q()[1]
+        Jc, Jcr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
+        mujoco.mj_jacSubtreeCom(m, d, Jc, 1)
+        mujoco.mj_jacSubtreeCom(rm, rd, Jcr, 1)
+        c, c_ref = d.subtree_com[1], rd.subtree_com[1]
+        vc, vc_ref = Jc @ qd, Jcr @ v_ref
+        out = []
+        for side in "RL":
+            bodies = [rig.body_index(f"{n}{side}") for n in ("Talus", "FootThumb", "FootPinky")]
+            if touching[bodies].any():
+                continue
+            b = bodies[0] + 1
+            jp, jpr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
+            mujoco.mj_jac(m, d, jp, None, d.xipos[b], b)
+            mujoco.mj_jac(rm, rd, jpr, None, rd.xipos[b], b)
+            target = c[:2] + rd.xipos[b, :2] - c_ref[:2] + self.c_v * (vc[:2] - vc_ref[:2])
+            v_target = vc[:2] + (jpr @ v_ref)[:2] - vc_ref[:2]
+            p, v = d.xipos[b, :2], (jp @ qd)[:2]
+            out.append((jp[:2], self.kp_place * (target - p) + self.kd_place * (v_target - v)))
         return out
 
     def corners(self, state):
@@ -268,6 +306,9 @@ class WholeBody(tr.TrackingController):
         if self.w_foot:  # a foot in the air follows the reference's foot height less its float
             for Jz, a_z in self.foot_rows(sim, state):
                 add(Jz[None], np.array([a_z]), self.w_foot * rig.mass_kg)
+        if self.w_place:  # a foot in the air goes where the reference puts it relative to its COM
+            for Jxy, a_xy in self.placement_rows(sim):
+                add(Jxy, a_xy, self.w_place * rig.mass_kg)
         if self.w_L:  # centroidal angular momentum damped: dL/dt = -k_L L (Macchietto 2009)
             AL = self.angular_momentum_matrix()
             add(AL, -self.k_L * (AL @ qd), self.w_L)
