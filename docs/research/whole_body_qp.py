@@ -56,12 +56,23 @@ class WholeBody(tr.TrackingController):
     warp, warp_height, warped = 0.0, 0.03, 0
     w_foot, foot_float, kp_foot, kd_foot = 0.0, 0.015, 400.0, 40.0
     w_place, c_v, kp_place, kd_place = 0.0, 0.0, 100.0, 20.0
+    knee_lever = 0.0
 
     def wanted_acceleration(self, q, qd, step):
         q_ref, v_ref, a_ref = self.reference(step)
         if self.dz:
             q_ref = q_ref.copy()
             q_ref[2] -= self.dz
+        if self.knee_lever:  # tired legs: the knees' flexion scaled down as the legs' M_F rises
+            mf = float(self._sim.fatigue.MF[self._legs].mean())
+            k = float(np.clip(1.0 - self.knee_lever * (mf - 0.1), 0.3, 1.0))
+            q_ref, v_ref, a_ref = q_ref.copy(), v_ref.copy(), a_ref.copy()
+            for name in ("TibiaR", "TibiaL"):
+                j = self.model.joint(name)
+                qa, va = self.model.jnt_qposadr[j.id], self.model.jnt_dofadr[j.id]
+                q_ref[qa] *= k
+                v_ref[va] *= k
+                a_ref[va] *= k
         self._ref = (q_ref, v_ref, a_ref)
         p = self.params
         a = a_ref + p.kp * self.plan.space.diff(q, q_ref) + p.kd * (v_ref - qd)
@@ -72,6 +83,7 @@ class WholeBody(tr.TrackingController):
         """The pace governor, then (warp > 0) a touchdown time warp: while the reference has a
         foot on the floor (its lowest box corner below warp_height) that the character has not
         yet put down, the reference waits (its lag grows by `warp` a step)."""
+        self._sim = sim
         step_before = self._paced_to
         super().advance_pace(sim)
         if not self.warp or self._paced_to == step_before:
@@ -273,6 +285,8 @@ class WholeBody(tr.TrackingController):
         # the equations of motion hold exactly: qdd = M^-1 (G alpha + E^T beta + g0 - bias)
         Minv = np.linalg.inv(Mm)
         res = self.residual_bound is not None
+        if res and getattr(self, "torque_only", False):
+            self.residual_bound[:3] = 0.0
         B = Minv @ np.hstack([G, E.T] + ([np.eye(nv)[:, :6]] if res else []))
         b0 = Minv @ (g0 - bias)
         rows, rhs = [], []
@@ -360,6 +374,7 @@ def main():
     ap.add_argument("--set", action="append", default=[], help="NAME=VALUE of a WholeBody weight or gain")
     ap.add_argument("--residual", type=float, default=0.0)
     ap.add_argument("--residual-weight", type=float, default=0.1)
+    ap.add_argument("--torque-only", action="store_true", help="the residual may only turn the pelvis (no force)")
     ap.add_argument("--log", action="store_true")
     a = ap.parse_args()
     from engine import take as take_mod
@@ -369,6 +384,7 @@ def main():
         k, v = kv.split("=")
         setattr(WholeBody, k, type(getattr(WholeBody, k))(float(v)))
     WholeBody.log = a.log
+    WholeBody.torque_only = a.torque_only
     with tempfile.TemporaryDirectory() as tmp:
         if "," in a.clip:  # a chain: run:60,walk:20,run:5
             clips = [(MOTION / f"{c.split(':')[0]}.bvh", float(c.split(':')[1])) for c in a.clip.split(",")]
