@@ -56,7 +56,7 @@ class WholeBody(tr.TrackingController):
     warp, warp_height, warped = 0.0, 0.03, 0
     w_foot, foot_float, kp_foot, kd_foot = 0.0, 0.015, 400.0, 40.0
     w_place, c_v, kp_place, kd_place = 0.0, 0.0, 100.0, 20.0
-    knee_lever = 0.0
+    knee_lever, solver, tired_cost = 0.0, "daqp", 0.0
 
     def wanted_acceleration(self, q, qd, step):
         q_ref, v_ref, a_ref = self.reference(step)
@@ -330,11 +330,15 @@ class WholeBody(tr.TrackingController):
         w = self.params.weights
         smooth = w.smooth if self._warm is not None else 0.0
         k = 6 if res else 0
-        reg = np.concatenate([np.full(n_m, w.activation + smooth), np.full(nc, 1e-4), np.full(k, w.residual)])
+        effort = np.full(n_m, w.activation)
+        if self.tired_cost:  # a fatigued muscle costs more: load spreads before bounds close
+            mf = sim.fatigue.MF
+            effort = effort * (1.0 + self.tired_cost * mf / np.maximum(1.0 - mf, 0.05))
+        reg = np.concatenate([effort + smooth, np.full(nc, 1e-4), np.full(k, w.residual)])
         pull = np.concatenate([smooth * self._warm if self._warm is not None else np.zeros(n_m), np.zeros(nc + k)])
         lo = np.concatenate([lb, np.zeros(nc), -self.residual_bound if res else []])
         hi = np.concatenate([np.maximum(ub, lb), np.full(nc, BIG), self.residual_bound if res else []])
-        z, status, act = _bounded_lsq(R, r, reg, lo, hi, "daqp", None, pull, self._active, n_m)
+        z, status, act = _bounded_lsq(R, r, reg, lo, hi, self.solver, None, pull, self._active, n_m)
         x, beta, g = z[:n_m], z[n_m:n_m + nc], z[n_m + nc:]
         qdd = B @ z + b0
         self._warm, self._active = x, act
@@ -382,7 +386,8 @@ def main():
 
     for kv in a.set:
         k, v = kv.split("=")
-        setattr(WholeBody, k, type(getattr(WholeBody, k))(float(v)))
+        old = getattr(WholeBody, k)
+        setattr(WholeBody, k, v if isinstance(old, str) else type(old)(float(v)))
     WholeBody.log = a.log
     WholeBody.torque_only = a.torque_only
     with tempfile.TemporaryDirectory() as tmp:
