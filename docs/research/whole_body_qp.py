@@ -79,6 +79,22 @@ class WholeBody(tr.TrackingController):
         self._a_star = a
         return a, q_ref
 
+    def posed(self, key: str, q, v=None):
+        """MuJoCo data of the reference model posed at q (velocities v), with its centres of
+        mass; one data per `key`, reused."""
+        m = self.plan.space.model
+        if not hasattr(self, "_posed"):
+            self._posed = {}
+        if key not in self._posed:
+            self._posed[key] = mujoco.MjData(m)
+        d = self._posed[key]
+        d.qpos[:] = q
+        if v is not None:
+            d.qvel[:] = v
+        mujoco.mj_kinematics(m, d)
+        mujoco.mj_comPos(m, d)
+        return d
+
     def advance_pace(self, sim) -> None:
         """The pace governor, then (warp > 0) a touchdown time warp: while the reference has a
         foot on the floor (its lowest box corner below warp_height) that the character has not
@@ -89,11 +105,7 @@ class WholeBody(tr.TrackingController):
         if not self.warp or self._paced_to == step_before:
             return
         m, rig = self.plan.space.model, self.rig
-        if not hasattr(self, "_ref_data"):
-            self._ref_data = mujoco.MjData(m)
-        rd = self._ref_data
-        rd.qpos[:] = self.reference(sim.steps)[0]
-        mujoco.mj_kinematics(m, rd)
+        rd = self.posed("warp", self.reference(sim.steps)[0])
         touching = sim.physics.contacts()
         signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
         for side in "RL":
@@ -121,13 +133,8 @@ class WholeBody(tr.TrackingController):
         vertical acceleration kp (h_ref - float - h) + kd (v_ref - v))."""
         m, d, rig = self.model, self.data, self.rig
         rm = self.plan.space.model
-        if not hasattr(self, "_foot_data"):
-            self._foot_data = (mujoco.MjData(rm), mujoco.MjData(rm))
-        r0, r1 = self._foot_data
-        q0, q1 = self.reference(sim.steps)[0], self.reference(sim.steps + 1)[0]
-        r0.qpos[:], r1.qpos[:] = q0, q1
-        mujoco.mj_kinematics(rm, r0)
-        mujoco.mj_kinematics(rm, r1)
+        r0 = self.posed("foot now", self.reference(sim.steps)[0])
+        r1 = self.posed("foot next", self.reference(sim.steps + 1)[0])
         touching = sim.physics.contacts()
         qd = sim.physics.get_q()[1]
         out = []
@@ -152,14 +159,8 @@ class WholeBody(tr.TrackingController):
         (Raibert-style placement: a body moving faster than the reference steps further)."""
         m, d, rig = self.model, self.data, self.rig
         rm = self.plan.space.model
-        if not hasattr(self, "_place_data"):
-            self._place_data = mujoco.MjData(rm)
-        rd = self._place_data
         q_ref, v_ref, _ = self.reference(sim.steps)
-        rd.qpos[:], rd.qvel[:] = q_ref, v_ref
-        mujoco.mj_kinematics(rm, rd)
-        mujoco.mj_comPos(rm, rd)
-        mujoco.mj_comVel(rm, rd)
+        rd = self.posed("placement", q_ref, v_ref)
         touching = sim.physics.contacts()
         qd = sim.physics.get_q()[1]
         Jc, Jcr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
@@ -237,12 +238,7 @@ class WholeBody(tr.TrackingController):
 
     def com_rows(self, sim, q_ref, v_ref, a_ref, owner):
         m, d, rig = self.model, self.data, self.rig
-        if not hasattr(self, "_ref_data"):
-            self._ref_data = mujoco.MjData(self.plan.space.model)
-        rm, rd = self.plan.space.model, self._ref_data
-        rd.qpos[:] = q_ref
-        mujoco.mj_kinematics(rm, rd)
-        mujoco.mj_comPos(rm, rd)
+        rm, rd = self.plan.space.model, self.posed("com", q_ref)
         talus = [rig.body_index("Talus" + s) for s in "RL"]
         feet = [t for t, s in zip(talus, "RL") if np.isin(owner, [rig.body_index(f"{n}{s}") for n in ("Talus", "FootThumb", "FootPinky")]).any()]
         J, Jr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
