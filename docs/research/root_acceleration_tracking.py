@@ -41,6 +41,21 @@ def held_pose_bvh(frame: int, folder: Path) -> Path:
     return path
 
 
+def simulate_with(controller, clips, params, fatigue_scale):
+    """engine.take.simulate with `controller` (a TrackingController subclass) in place of the
+    product's tracking controller."""
+    from engine import take as take_mod
+    from engine.rig import load_rig
+
+    orig = tr.TrackingController
+    tr.TrackingController = controller
+    try:
+        return take_mod.simulate(load_rig(), clips, params=params, fatigue=fat.FatigueParams(scale=fatigue_scale),
+                                 progress=lambda f: None)
+    finally:
+        tr.TrackingController = orig
+
+
 class RootAcceleration(tr.TrackingController):
     w_da, dz, log, w_com, kp_com, kd_com, com_target = 1.0, 0.0, False, 0.0, 20.0, 9.0, "reference"
 
@@ -133,20 +148,11 @@ def main():
     ap.add_argument("--fatigue-scale", type=float, default=1.0)
     ap.add_argument("--log", action="store_true")
     a = ap.parse_args()
-    from engine import take as take_mod
-    from engine.rig import load_rig
-
     RootAcceleration.w_da, RootAcceleration.dz, RootAcceleration.log = a.w_da, a.dz, a.log
     RootAcceleration.w_com, RootAcceleration.com_target = a.com, a.com_target
     with tempfile.TemporaryDirectory() as tmp:
         clip = held_pose_bvh(int(a.clip[5:]), Path(tmp)) if a.clip.startswith("hold:") else MOTION / f"{a.clip}.bvh"
-        orig = tr.TrackingController
-        tr.TrackingController = RootAcceleration
-        try:
-            take = take_mod.simulate(load_rig(), [(clip, a.seconds)], params=tr.TrackingParams(residual=0.0),
-                                     fatigue=fat.FatigueParams(scale=a.fatigue_scale), progress=lambda f: None)
-        finally:
-            tr.TrackingController = orig
+        take = simulate_with(RootAcceleration, [(clip, a.seconds)], tr.TrackingParams(residual=0.0), a.fatigue_scale)
     s = take.meta["summary"]
     print(f"{a.clip}: {'fell at %.2f s' % s['stopped_at_s'] if s['fell'] else 'stood'}, joint error "
           f"{s['joint_err_deg_mean']:.2f} deg, ground force gap {s['ground_force_gap_body_weights']} body weights")

@@ -41,11 +41,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "docs" / "research"))
 MOTION = ROOT.parent / "shared" / "reference" / "mass" / "motion"
 
-from engine import fatigue as fat  # noqa: E402
 from engine.control import tracking as tr  # noqa: E402
 from engine.control.coordination import _EPS, BIG, CoordinationWeights, _bounded_lsq  # noqa: E402
 from engine.simulation import MuscleCommand  # noqa: E402
-from root_acceleration_tracking import held_pose_bvh  # noqa: E402
+from root_acceleration_tracking import held_pose_bvh, simulate_with  # noqa: E402
 
 
 class WholeBody(tr.TrackingController):
@@ -377,9 +376,6 @@ def main():
     ap.add_argument("--torque-only", action="store_true", help="the residual may only turn the pelvis (no force)")
     ap.add_argument("--log", action="store_true")
     a = ap.parse_args()
-    from engine import take as take_mod
-    from engine.rig import load_rig
-
     for kv in a.set:
         k, v = kv.split("=")
         old = getattr(WholeBody, k)
@@ -391,13 +387,8 @@ def main():
             clips = [(MOTION / f"{c.split(':')[0]}.bvh", float(c.split(':')[1])) for c in a.clip.split(",")]
         else:
             clips = [(held_pose_bvh(int(a.clip[5:]), Path(tmp)) if a.clip.startswith("hold:") else MOTION / f"{a.clip}.bvh", a.seconds)]
-        orig = tr.TrackingController
-        tr.TrackingController = WholeBody
-        try:
-            take = take_mod.simulate(load_rig(), clips, params=tr.TrackingParams(residual=a.residual, weights=CoordinationWeights(activation=1.0, smooth=10.0, residual=a.residual_weight)),
-                                     fatigue=fat.FatigueParams(scale=a.fatigue_scale), progress=lambda f: None)
-        finally:
-            tr.TrackingController = orig
+        weights = CoordinationWeights(activation=1.0, smooth=10.0, residual=a.residual_weight)
+        take = simulate_with(WholeBody, clips, tr.TrackingParams(residual=a.residual, weights=weights), a.fatigue_scale)
     s = take.meta["summary"]
     print(f"{a.clip} r={a.residual} w={a.residual_weight} fatigue={a.fatigue_scale} {' '.join(a.set)}: {'fell at %.2f s' % s['stopped_at_s'] if s['fell'] else 'stood'}, joint error "
           f"{s['joint_err_deg_mean']:.2f} deg, residual {s.get('residual_mean_body_weights')} BW, ground force gap {s['ground_force_gap_body_weights']} body weights")
