@@ -49,10 +49,13 @@ Measured (issue 5, 2-core machine, one thread, MuJoCo):
   problem's dual (coordination.dual_newton: 56 multipliers, one 56 x 56 solve a step,
   warm-started from the last decision's multipliers, an exact line search on the dual).
   `sinew bench --tracking 2`, same machine, in turn: DAQP 2.44-2.50 ms of 3.76-4.03 ms a
-  step (2.07-2.22x real time) -> 1.12-1.16 ms of 2.29-2.46 ms (3.38-3.64x). The tired walk (scale 50, 20 s):
-  6.7 -> 2.3 ms a solve (~14 Newton steps against DAQP's cold starts). Same optimum (1e-9 on
-  recorded problems); takes differ from DAQP's only by solver round-off, which the tired,
-  chaotic walk amplifies (14.0 -> 14.5 deg, residual 0.32 -> 0.32 body weights).
+  step (2.07-2.22x real time) -> 1.12-1.16 ms of 2.29-2.46 ms (3.38-3.64x).
+  benchmarks/coordination_solvers.py replays one take's problems with both solvers, each
+  warm-started as the controller does: fresh walk (5 s) DAQP 2.79 ms a solve (p90 4.6) ->
+  Newton 1.13 (p90 1.6), 5.5 Newton steps; tired walk (scale 50, 20 s) 6.40 (p90 14.0) ->
+  2.29 (p90 4.1), 13.3 steps; activations within 7e-7 of DAQP's, no fallbacks. Takes
+  differ from DAQP's only by that round-off, which the tired, chaotic walk amplifies
+  (14.0 -> 14.5 deg, residual 0.32 -> 0.32 body weights).
 """
 from .coordination import CoordinationWeights, MomentArms, coordinate
 from .plan import CyclicClip, MotionPlan, QSpace, load_clip, parse_clip_arg

@@ -178,7 +178,7 @@ def coordinate(tau, A, f0, flfv, fpe, lb, ub, weights: CoordinationWeights = Coo
     return CoordinationResult(x, G @ x - A.T @ (f0 * fpe), status, z[M:M + nc], z[M + nc:] if nr else np.zeros(6), act)
 
 
-def dual_newton(G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200):
+def dual_newton(G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200, info=None):
     """min 1/2 sum reg x^2 - pull . x + 1/2 |G x - rhs|^2 over lo <= x <= hi (reg > 0), by a
     semismooth Newton method on the dual. Returns (x, lam, converged).
 
@@ -191,11 +191,12 @@ def dual_newton(G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200):
     that leaves every x_i on its piece (low, free, high) lands on the solution, F being
     linear along it; otherwise the step that maximises the concave dual along the direction
     is taken (_exact_step). Warm-started
-    from the last decision's lam: ~8 steps a decision on the fresh walk, ~14 on the tired one
-    (fatigue narrows the boxes), ~60 from a cold start; 2.5-3x faster than DAQP's active
-    set on the same problems (engine/control/__init__.py). Not converged in max_iter: the
-    caller falls back to DAQP."""
+    from the last decision's lam: ~5.5 steps a decision on the fresh walk, ~13 on the tired
+    one (fatigue narrows the boxes), ~60 from a cold start; 2.5-3x faster than DAQP's active
+    set on the same problems (benchmarks/coordination_solvers.py). Not converged in max_iter: the
+    caller falls back to DAQP. `info`, a dict when given, receives the Newton steps taken."""
     m = len(rhs)
+    info = {} if info is None else info
     lam = np.zeros(m) if lam is None else np.array(lam, float)
     scale = 1.0 + np.abs(rhs).max() if m else 1.0
 
@@ -208,7 +209,8 @@ def dual_newton(G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200):
 
     y, x = primal(lam)
     r = G @ x - rhs
-    for _ in range(max_iter):
+    for k in range(max_iter):
+        info["steps"] = k
         F = lam + r
         if np.abs(F).max() <= tol * scale:
             return x, lam, True
@@ -220,6 +222,7 @@ def dual_newton(G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200):
         step = -np.linalg.solve(J, F)  # Newton step on F
         y_n, x_n = primal(lam + step)
         if np.array_equal(state(y_n), s):
+            info["steps"] = k + 1
             # every x_i stayed on its piece (y_i is linear along the step), so F was linear
             # along it and the step lands on F = 0, up to round-off in J's solve (which can
             # exceed tol when tiny weights make J large)
