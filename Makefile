@@ -49,6 +49,7 @@ test: $(STAMP) blender-envs extension
 
 bench: $(STAMP) blender-envs extension
 	$(VENV)/bin/sinew bench --seconds 5
+	$(PY) benchmarks/coordination_solvers.py --seconds 5
 	$(PY) benchmarks/retarget_10min.py
 	$(PY) benchmarks/blender_display.py --repeat 3
 	$(PY) benchmarks/blender_vs_cli.py --bpy $(BLENDER_ENVS)/bpy-$(BPY_FULL)
