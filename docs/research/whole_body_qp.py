@@ -18,6 +18,8 @@ and the tasks are least-squares rows on those qdd:
     A_L qdd = -k_L L                           centroidal angular momentum damped (w_L)
     J_lim qdd = -kv J_lim qd, forces >= 0      MuJoCo's active joint limits (w_limit)
 
+    J_efc a_c + R f = aref                     MuJoCo's own soft-constraint rows (soft: exact)
+
 Contact points: foot-box corners within contact_margin, or with mj_contacts=1 MuJoCo's own
 contacts of the coming step; warp > 0 holds the reference back while it has a foot down that
 the character has not. `--set NAME=VALUE` sets any of these; `--log` prints the
@@ -56,6 +58,7 @@ class WholeBody(tr.TrackingController):
     w_foot, foot_float, kp_foot, kd_foot = 0.0, 0.015, 400.0, 40.0
     w_place, c_v, kp_place, kd_place = 0.0, 0.0, 100.0, 20.0
     knee_lever, solver, tired_cost = 0.0, "daqp", 0.0
+    soft = 0.0  # > 0: MuJoCo's constraint rows (J a + R f = aref) in place of the stay-still rows, this weight
 
     def wanted_acceleration(self, q, qd, step):
         q_ref, v_ref, a_ref = self.reference(step)
@@ -221,6 +224,23 @@ class WholeBody(tr.TrackingController):
         lin = mass[:, None] * (d.xipos[1:] - com)  # (B, 3)
         return np.einsum("bij,nbj->in", Iw, w) + np.einsum("bi,nbj,kij->kn", lin, v, _EPS)
 
+    def soft_rows(self):
+        """MuJoCo's constraint rows of the coming step that carry force (pyramid edges of the
+        contacts that penetrate, active joint limits): Jacobians (k, nv), R (k,), aref (k,)."""
+        m, d = self.model, self.data
+        n = d.nefc
+        if not n:
+            return np.zeros((0, m.nv)), np.zeros(0), np.zeros(0)
+        if mujoco.mj_isSparse(m):
+            J = np.zeros((n, m.nv))
+            mujoco.mju_sparse2dense(J, d.efc_J, d.efc_J_rownnz[:n], d.efc_J_rowadr[:n], d.efc_J_colind)
+        else:
+            J = d.efc_J[:n * m.nv].reshape(n, m.nv).copy()
+        t = d.efc_type[:n]
+        keep = (t == mujoco.mjtConstraint.mjCNSTR_LIMIT_JOINT) | (
+            (t == mujoco.mjtConstraint.mjCNSTR_CONTACT_PYRAMIDAL) & (d.efc_pos[:n] - d.efc_margin[:n] <= self.mj_margin))
+        return J[keep], d.efc_R[:n][keep].copy(), d.efc_aref[:n][keep].copy()
+
     def limit_rows(self):
         """Rows (k, nv) of MuJoCo's joint-limit constraints at the data's state (force J^T f,
         f >= 0)."""
@@ -271,7 +291,10 @@ class WholeBody(tr.TrackingController):
         P = len(pts)
         self._pts = pts
         E = np.einsum("pin,ei->pen", Jp, self._edges).reshape(-1, nv)  # (4P, nv) edge Jacobians
-        if self.w_limit:  # joint limits MuJoCo enforces in the coming step: forces >= 0 in the plan too
+        if self.soft:  # MuJoCo's own constraint rows of the coming step: contacts and limits
+            E, R_soft, aref = self.soft_rows()
+            P = P if self.w_contact else 0  # the stay-still rows stay, as a task
+        if self.w_limit and not self.soft:  # joint limits MuJoCo enforces in the coming step: forces >= 0 in the plan too
             Lj = self.limit_rows()
             E = np.vstack([E, Lj])
         nc = len(E)
@@ -290,6 +313,18 @@ class WholeBody(tr.TrackingController):
             rows.append(np.sqrt(weight) * (T @ B))
             rhs.append(np.sqrt(weight) * (t - T @ b0))
 
+        if self.soft and len(E):
+            # MuJoCo's soft constraints: for an active row, J a_c + R f = aref with a_c the
+            # acceleration the constraint solve sees (plain M: implicit damping comes after)
+            Mp = np.zeros((nv, nv))
+            mujoco.mj_fullM(self.model, self.data, Mp)
+            Mpinv = np.linalg.inv(Mp)
+            Bc = E @ Mpinv @ np.hstack([G, E.T] + ([np.eye(nv)[:, :6]] if res else []))
+            Bc[:, n_m:n_m + len(E)] += np.diag(R_soft)
+            bc = E @ Mpinv @ (g0 - bias)
+            wsq = np.sqrt(self.soft * rig.mass_kg)
+            rows.append(wsq * Bc)
+            rhs.append(wsq * (aref - bc))
         # corners in contact stay put
         if P:
             vp = np.einsum("pin,n->pi", Jp, qd)
