@@ -60,9 +60,10 @@ def replay(problems, solver: str):
     newton = co.dual_newton
 
     def counting(*args, **kw):
-        info = {}
-        out = newton(*args, info=info, **kw)
-        steps.append(info.get("steps", 0))
+        if kw.get("info") is None:
+            kw["info"] = {}
+        out = newton(*args, **kw)
+        steps.append(kw["info"].get("steps", 0))
         fallbacks[0] += not out[2]
         return out
 

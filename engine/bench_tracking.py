@@ -47,10 +47,13 @@ def bench_tracking(seconds: float = 2.0, rig_name: str = "human284", clip: str |
         muscle_path=muscle_path,
         joint_err_deg_mean=take.meta["summary"]["joint_err_deg_mean"],
         ground_force_gap_body_weights=take.meta["summary"]["ground_force_gap_body_weights"],
+        newton_steps_per_decision=round(t["solver_steps"] / max(t["decisions"], 1), 2),
+        solver_fallbacks=t["solver_fallbacks"],
     )
     lines = [f"tracking controller, fresh walk, {take.meta['simulated_seconds']:.1f} s ({backend}, one core):",
              f"  prepare (reference, inverse dynamics, moment arms, contacts) {per['prepare_s']:9.1f} us/step",
-             f"  muscle coordination solve                                  {per['solve_s']:9.1f} us/step",
+             f"  muscle coordination solve                                  {per['solve_s']:9.1f} us/step"
+             f" ({summary['newton_steps_per_decision']} Newton steps a decision, {t['solver_fallbacks']} fallbacks)",
              f"  muscles ({muscle_path}) + physics{' ' * (39 - len(muscle_path))}"
              f"{per['muscles_and_physics_s']:9.1f} us/step",
              f"  bare physics step                                          {physics_us:9.1f} us/step",

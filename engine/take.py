@@ -398,6 +398,8 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
                     prepare_s=getattr(ctrl, "stats", {}).get("prepare_s", 0.0),
                     solve_s=getattr(ctrl, "stats", {}).get("solve_s", 0.0), muscles_and_physics_s=t_step,
                     decisions=getattr(ctrl, "stats", {}).get("decisions", (sim.steps + ctrl.period - 1) // ctrl.period),
+                    solver_steps=getattr(ctrl, "stats", {}).get("solver_steps", 0),
+                    solver_fallbacks=getattr(ctrl, "stats", {}).get("solver_fallbacks", 0),
                     steps=sim.steps),
     )
     take = Take(meta=meta, **arrays)

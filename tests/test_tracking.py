@@ -186,7 +186,7 @@ def test_solver_falls_back_and_keeps_a_warm_start(monkeypatch):
     x, _, lam = co._bounded_lsq(G, rhs, zero, lo, hi, "newton", None, pull)
     assert _kkt_error(x, G, rhs, zero, lo, hi, pull) < 1e-6
     assert lam.dtype.kind == "f" and np.allclose(lam, rhs - G @ x)
-    monkeypatch.setattr(co, "dual_newton", lambda G, rhs, reg, lo, hi, pull, lam=None: (np.zeros(len(reg)), np.zeros(len(rhs)), False))
+    monkeypatch.setattr(co, "dual_newton", lambda G, rhs, reg, lo, hi, pull, lam=None, info=None: (np.zeros(len(reg)), np.zeros(len(rhs)), False))
     x, _, lam = co._bounded_lsq(G, rhs, reg, lo, hi, "newton", None, pull)
     assert _kkt_error(x, G, rhs, reg, lo, hi, pull) < 1e-6
     assert lam.dtype.kind == "f" and np.allclose(lam, rhs - G @ x)
@@ -227,6 +227,8 @@ def test_tracking_reuses_the_multipliers(rig):
     assert not take.meta["fell"] and len(seen) >= 30
     warm, ok = np.array(seen).T
     assert warm[1:].all() and ok.all()
+    timing = take.meta["timing"]  # what `sinew bench` reports of the solve
+    assert timing["solver_fallbacks"] == 0 and timing["solver_steps"] >= timing["decisions"] > 0
 def test_coordination_meets_a_feasible_torque(rig, posed):
     from engine.control import CoordinationWeights, coordinate
 

@@ -128,7 +128,8 @@ class CoordinationWeights:
 
 
 def coordinate(tau, A, f0, flfv, fpe, lb, ub, weights: CoordinationWeights = CoordinationWeights(),
-               solver: str = "auto", warm=None, Jc=None, residual_bound=None, active=None) -> CoordinationResult:
+               solver: str = "auto", warm=None, Jc=None, residual_bound=None, active=None,
+               info=None) -> CoordinationResult:
     """Activations alpha in [lb, ub], contact forces beta >= 0 and a bounded root residual r
     whose generalised forces together best meet tau, in one bounded least-squares problem:
 
@@ -145,7 +146,8 @@ def coordinate(tau, A, f0, flfv, fpe, lb, ub, weights: CoordinationWeights = Coo
     multipliers of the rows (nv of them whatever the contacts), for 'daqp' the active bounds
     (the muscles' part only when the number of contact unknowns changed). solver: 'newton'
     (dual_newton, the default 'auto'; falls back to DAQP when it does not converge), 'daqp'
-    (dual active set, DAQP), or 'lsq' (scipy.optimize.lsq_linear, BVLS).
+    (dual active set, DAQP), or 'lsq' (scipy.optimize.lsq_linear, BVLS). info: see
+    _bounded_lsq.
     """
     M, nv = A.shape
     gain = f0 * flfv  # force per unit activation
@@ -173,7 +175,7 @@ def coordinate(tau, A, f0, flfv, fpe, lb, ub, weights: CoordinationWeights = Coo
     start = None
     if warm is not None:
         start = np.concatenate((np.asarray(warm, float), np.zeros(nc + nr)))
-    z, status, act = _bounded_lsq(Gall, rhs, reg, lo, hi, solver, start, pull, active, M)
+    z, status, act = _bounded_lsq(Gall, rhs, reg, lo, hi, solver, start, pull, active, M, info)
     x = z[:M]
     return CoordinationResult(x, G @ x - A.T @ (f0 * fpe), status, z[M:M + nc], z[M + nc:] if nr else np.zeros(6), act)
 
@@ -268,12 +270,13 @@ def _exact_step(lam, d, y, G, rhs, reg, lo, hi) -> float:
     return float(knots[k] - c_at[k] / slopes[k]) if slopes[k] > 0 else float(knots[k])
 
 
-def _bounded_lsq(G, rhs, reg, lo, hi, solver, warm, pull, active=None, head=0):
+def _bounded_lsq(G, rhs, reg, lo, hi, solver, warm, pull, active=None, head=0, info=None):
     """min ||G x - rhs||^2 + sum reg x^2 - 2 pull . x over lo <= x <= hi; returns (x, status,
     warm start for the next call). solver "newton" (dual_newton; "auto" picks it): the
     returned warm start is its multipliers. "daqp": its active bounds, and `active`
     warm-starts it: all of it when it has n entries, else its first `head`. "lsq": scipy's
-    BVLS."""
+    BVLS. `info`, a dict when given, receives the Newton steps ("steps") and whether the
+    Newton method fell back to another solver ("fallback")."""
     n = G.shape[1]
     act = None
     if solver == "auto":
@@ -286,9 +289,11 @@ def _bounded_lsq(G, rhs, reg, lo, hi, solver, warm, pull, active=None, head=0):
             else:  # at the optimum lam = rhs - G x: start from the warm activations
                 x0 = np.clip(warm if warm is not None and len(warm) == n else np.zeros(n), lo, hi)
                 lam0 = rhs - G @ x0
-            x, lam, ok = dual_newton(G, rhs, reg, lo, hi, pull, lam0)
+            x, lam, ok = dual_newton(G, rhs, reg, lo, hi, pull, lam0, info=info)
             if ok:
                 return x, 0, lam
+        if info is not None:
+            info["fallback"] = True
         # a zero weight, or no convergence: another solver, and its multipliers for the next start
         x, status, _ = _bounded_lsq(G, rhs, reg, lo, hi, "daqp" if _have_daqp() else "lsq", warm, pull)
         return x, status, rhs - G @ x

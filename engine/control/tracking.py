@@ -137,7 +137,8 @@ class TrackingController:
         self._jp = np.zeros((sim.rig.num_bodies, 3, self.model.nv))
         self._jr = np.zeros((sim.rig.num_bodies, 3, self.model.nv))
         self.last = None  # the last decision's details, for probes and tests
-        self.stats = dict(solve_s=0.0, prepare_s=0.0, decisions=0, ground_gap_N=0.0, ground_gap_steps=0)
+        self.stats = dict(solve_s=0.0, prepare_s=0.0, decisions=0, ground_gap_N=0.0, ground_gap_steps=0,
+                          solver_steps=0, solver_fallbacks=0)
         self._planned_ground = None
         self.pace = Pace(self.params.pace, sim.dt)
         self._legs = np.isin(sim.rig.muscle_group, [GROUPS.index("right_leg"), GROUPS.index("left_leg")])
@@ -273,8 +274,11 @@ class TrackingController:
         d = self.prepare(sim, state)
         q, q_ref, tau, A, Jc, lb, ub = d.q, d.q_ref, d.tau, d.A, d.Jc, d.lb, d.ub
         t1 = time.perf_counter()
+        info = {}
         sol = coordinate(tau, A, rig.muscle_f0, d.flfv, d.fpe, lb, ub, self.params.weights, warm=self._warm,
-                         Jc=Jc, residual_bound=self.residual_bound, active=self._active)
+                         Jc=Jc, residual_bound=self.residual_bound, active=self._active, info=info)
+        self.stats["solver_steps"] += info.get("steps", 0)
+        self.stats["solver_fallbacks"] += bool(info.get("fallback"))
         contact_gf = Jc.T @ sol.contact
         g = sol.residual
         self._warm, self._active = sol.activation, sol.active
