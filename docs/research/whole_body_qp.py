@@ -58,6 +58,7 @@ class WholeBody(tr.TrackingController):
     w_foot, foot_float, kp_foot, kd_foot = 0.0, 0.015, 400.0, 40.0
     w_place, c_v, kp_place, kd_place = 0.0, 0.0, 100.0, 20.0
     knee_lever, solver, tired_cost = 0.0, "daqp", 0.0
+    fixed_rate = 0.0  # > 0: play the reference at this fraction of its pace (no pace governor)
     soft = 0.0  # > 0: MuJoCo's constraint rows (J a + R f = aref) in place of the stay-still rows, this weight
 
     def wanted_acceleration(self, q, qd, step):
@@ -103,6 +104,11 @@ class WholeBody(tr.TrackingController):
         yet put down, the reference waits (its lag grows by `warp` a step)."""
         self._sim = sim
         step_before = self._paced_to
+        if self.fixed_rate:  # the reference played at a fixed fraction of its pace
+            while self._paced_to <= sim.steps:
+                self.pace.rate = self.fixed_rate
+                self.pace.lag += 1.0 - self.fixed_rate
+                self._paced_to += 1
         super().advance_pace(sim)
         if not self.warp or self._paced_to == step_before:
             return
