@@ -192,11 +192,11 @@ def dual_newton(G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200, inf
     linear solve (rows x rows, 56 for the rig) however many unknowns there are. A full step
     that leaves every x_i on its piece (low, free, high) lands on the solution, F being
     linear along it; otherwise the step that maximises the concave dual along the direction
-    is taken (_exact_step). Warm-started
-    from the last decision's lam: ~5.5 steps a decision on the fresh walk, ~13 on the tired
-    one (fatigue narrows the boxes), ~60 from a cold start; 2.5-3x faster than DAQP's active
-    set on the same problems (benchmarks/coordination_solvers.py). Not converged in max_iter: the
-    caller falls back to DAQP. `info`, a dict when given, receives the Newton steps taken."""
+    is taken (_exact_step). Warm-started from the last decision's lam: ~5.5 steps a decision
+    on the fresh walk, ~13 on the tired one (fatigue narrows the boxes), ~60 from a cold
+    start; 2.5-3x faster than DAQP's active set on the same problems
+    (benchmarks/coordination_solvers.py). Not converged in max_iter: the caller falls back
+    to DAQP. `info`, a dict when given, receives the Newton steps taken."""
     m = len(rhs)
     info = {} if info is None else info
     lam = np.zeros(m) if lam is None else np.array(lam, float)
