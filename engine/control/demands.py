@@ -40,6 +40,7 @@ def reference_demands(ctrl, sim, clip: CyclicClip) -> dict:
     start = rig.dof_start
     frames = range(0, clip.frames, max(1, -(-clip.frames // MAX_SAMPLES)))
     unmet, help_bw, per_joint = [], [], np.zeros(rig.num_bodies)
+    sol = None
     for k in frames:
         q, v, a = clip.q[k], clip.qvel[k], clip.qacc[k]
         sim.physics.set_q(q, v)
@@ -48,7 +49,7 @@ def reference_demands(ctrl, sim, clip: CyclicClip) -> dict:
         tau = Mm @ a + bias
         flfv, fpe, A, Jc = ctrl.muscle_terms(sim, state, MARGIN)
         sol = coordinate(tau, A, rig.muscle_f0, flfv, fpe, lo, hi, ctrl.params.weights, Jc=Jc,
-                         residual_bound=unbounded)
+                         residual_bound=unbounded, active=None if sol is None else sol.active)  # warm start
         left = tau - sol.achieved - Jc.T @ sol.contact
         left[:6] -= sol.residual
         unmet.append(float(np.linalg.norm(left[6:])))
