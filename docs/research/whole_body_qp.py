@@ -15,6 +15,8 @@ and the tasks are least-squares rows on those qdd:
     pelvis orientation (w_rot), height (w_height), horizontal position (w_root_xy)
     a_z,foot = kp (h_ref - float - h) + kd (v_ref - v)   a foot in the air (w_foot, foot_float)
     m Jcom qdd = m (kp (c* - c) + kd (v* - v)) centre of mass (w_com; com_clip)
+    m Jcom qdd = m omega^2 (c - p)             divergent component of motion, p clipped (w_dcm)
+    a foot in the air placed from the COM (w_place, c_v: Raibert-style)
     A_L qdd = -k_L L                           centroidal angular momentum damped (w_L)
     J_lim qdd = -kv J_lim qd, forces >= 0      MuJoCo's active joint limits (w_limit)
 
@@ -58,6 +60,7 @@ class WholeBody(tr.TrackingController):
     w_foot, foot_float, kp_foot, kd_foot = 0.0, 0.015, 400.0, 40.0
     w_place, c_v, kp_place, kd_place = 0.0, 0.0, 100.0, 20.0
     knee_lever, solver, tired_cost = 0.0, "daqp", 0.0
+    w_dcm, k_dcm = 0.0, 2.0
     fixed_rate = 0.0  # > 0: play the reference at this fraction of its pace (no pace governor)
     soft = 0.0  # > 0: MuJoCo's constraint rows (J a + R f = aref) in place of the stay-still rows, this weight
 
@@ -285,6 +288,34 @@ class WholeBody(tr.TrackingController):
             a = a + (Jr @ a_ref)[:2]
         return J[:2], a
 
+    def dcm_rows(self, sim, q_ref, v_ref, a_ref, owner):
+        """Divergent-component-of-motion balance (Englsberger): xi = c + c'/omega against the
+        reference's xi carried to the character's feet in contact; the centre of pressure that
+        steers it, p = p_ref + (1 + k_dcm / omega)(xi - xi_ref), is clipped into the contact
+        points' box, and the COM is asked for c'' = omega^2 (c - p): only what the feet can do."""
+        m, d, rig = self.model, self.data, self.rig
+        rm, rd = self.plan.space.model, self.posed("dcm", q_ref)
+        J, Jr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
+        mujoco.mj_jacSubtreeCom(m, d, J, 1)
+        mujoco.mj_jacSubtreeCom(rm, rd, Jr, 1)
+        c, c_ref = d.subtree_com[1].copy(), rd.subtree_com[1].copy()
+        qd = sim.physics.get_q()[1]
+        v, vr, ar = J @ qd, Jr @ v_ref, Jr @ a_ref
+        omega = np.sqrt(9.81 / max(c[2], 0.3))
+        bodies = [[rig.body_index(f"{n}{s}") for n in ("Talus", "FootThumb", "FootPinky")] for s in "RL"]
+        feet = [k for k in range(2) if np.isin(owner, bodies[k]).any()]
+        if not feet or not len(self._pts):
+            return None
+        b = np.array([bodies[k][0] for k in feet]) + 1
+        shift = d.xipos[b, :2].mean(0) - rd.xipos[b, :2].mean(0)  # reference feet -> character's
+        xi = c[:2] + v[:2] / omega
+        xi_ref = c_ref[:2] + vr[:2] / omega + shift
+        p_ref = c_ref[:2] - ar[:2] / omega ** 2 + shift
+        p = p_ref + (1.0 + self.k_dcm / omega) * (xi - xi_ref)
+        lo, hi = self._pts[:, :2].min(0) + 0.01, self._pts[:, :2].max(0) - 0.01
+        p = np.clip(p, np.minimum(lo, hi), np.maximum(lo, hi))
+        return J[:2], omega ** 2 * (c[:2] - p)
+
     def act(self, sim, state):
         rig = self.rig
         d = self.prepare(sim, state)
@@ -353,6 +384,10 @@ class WholeBody(tr.TrackingController):
         if self.w_com:
             Jcom, a_com = self.com_rows(sim, *self._ref, owner)  # centre of mass
             add(rig.mass_kg * Jcom, rig.mass_kg * a_com, self.w_com)
+        if self.w_dcm:
+            out = self.dcm_rows(sim, *self._ref, owner)
+            if out is not None:
+                add(rig.mass_kg * out[0], rig.mass_kg * out[1], self.w_dcm)
         if self.w_foot:  # a foot in the air follows the reference's foot height less its float
             for Jz, a_z in self.foot_rows(sim, state):
                 add(Jz[None], np.array([a_z]), self.w_foot * rig.mass_kg)
