@@ -450,6 +450,7 @@ def main():
     ap.add_argument("--residual", type=float, default=0.0)
     ap.add_argument("--residual-weight", type=float, default=0.1)
     ap.add_argument("--torque-only", action="store_true", help="the residual may only turn the pelvis (no force)")
+    ap.add_argument("--save", help="write the take here (.npz)")
     ap.add_argument("--log", action="store_true")
     a = ap.parse_args()
     for kv in a.set:
@@ -465,6 +466,8 @@ def main():
             clips = [(held_pose_bvh(int(a.clip[5:]), Path(tmp)) if a.clip.startswith("hold:") else MOTION / f"{a.clip}.bvh", a.seconds)]
         weights = CoordinationWeights(activation=1.0, smooth=10.0, residual=a.residual_weight)
         take = simulate_with(WholeBody, clips, tr.TrackingParams(residual=a.residual, weights=weights), a.fatigue_scale)
+    if a.save:
+        take.save(a.save)
     s = take.meta["summary"]
     print(f"{a.clip} r={a.residual} w={a.residual_weight} fatigue={a.fatigue_scale} {' '.join(a.set)}: {'fell at %.2f s' % s['stopped_at_s'] if s['fell'] else 'stood'}, joint error "
           f"{s['joint_err_deg_mean']:.2f} deg, residual {s.get('residual_mean_body_weights')} BW, ground force gap {s['ground_force_gap_body_weights']} body weights")
