@@ -11,7 +11,8 @@ the equations of motion, every row including the root's:
 and the tasks are least-squares rows on those qdd:
 
     Jp_k qdd = -kv v_k                         contact points stay still (w_contact x m)
-    sqrt(M_jj) (qdd_j - qdd*_j) = 0            joints (w_joint; w_stance on a standing leg)
+    sqrt(M_jj) (qdd_j - qdd*_j) = 0            joints (w_joint; w_stance on a standing leg,
+                                               w_toe_down on a toe on the floor)
     pelvis orientation (w_rot), height (w_height), horizontal position (w_root_xy)
     a_z,foot = kp (h_ref - float - h) + kd (v_ref - v)   a foot in the air (w_foot, foot_float)
     m Jcom qdd = m (kp (c* - c) + kd (v* - v)) centre of mass (w_com; com_clip)
@@ -61,6 +62,7 @@ class WholeBody(tr.TrackingController):
     w_place, c_v, kp_place, kd_place = 0.0, 0.0, 100.0, 20.0
     knee_lever, solver, tired_cost = 0.0, "daqp", 0.0
     w_dcm, k_dcm = 0.0, 2.0
+    w_toe_down = 1.0
     fixed_rate = 0.0  # > 0: play the reference at this fraction of its pace (no pace governor)
     soft = 0.0  # > 0: MuJoCo's constraint rows (J a + R f = aref) in place of the stay-still rows, this weight
 
@@ -375,6 +377,10 @@ class WholeBody(tr.TrackingController):
         for leg in (range(1, 6), range(6, 11)):
             if np.isin(owner, list(leg)[2:]).any():
                 wj[np.isin(body, list(leg))] *= self.w_stance
+        toes = [self.rig.body_index(n + side) for side in "RL" for n in ("FootThumb", "FootPinky")]
+        for t in toes:  # a toe on the floor takes the angle the floor gives it
+            if np.isin(owner, [t]).any():
+                wj[body == t] *= self.w_toe_down
         wj = np.sqrt(wj[6:])
         add((wj * diag[6:])[:, None] * I[6:], wj * diag[6:] * a_star[6:], 1.0)
         add(diag[3:6, None] * I[3:6], diag[3:6] * a_star[3:6], self.w_rot)  # pelvis orientation
