@@ -120,12 +120,9 @@ class WholeBody(tr.TrackingController):
         m, rig = self.plan.space.model, self.rig
         rd = self.posed("warp", self.reference(sim.steps)[0])
         touching = sim.physics.contacts()
-        signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
         for side in "RL":
             bodies = [rig.body_index(f"{n}{side}") for n in ("Talus", "FootThumb", "FootPinky")]
-            geoms = np.flatnonzero(np.isin(m.geom_bodyid, np.array(bodies) + 1))
-            low = min((rd.geom_xpos[g][:, None] + rd.geom_xmat[g].reshape(3, 3) @ (signs * m.geom_size[g]).T)[2].min() for g in geoms)
-            if low < self.warp_height and not touching[bodies].any():
+            if self._lowest_corner(m, rd, bodies)[0] < self.warp_height and not touching[bodies].any():
                 self.pace.lag += self.warp
                 self.warped += 1
                 return
@@ -235,36 +232,31 @@ class WholeBody(tr.TrackingController):
         lin = mass[:, None] * (d.xipos[1:] - com)  # (B, 3)
         return np.einsum("bij,nbj->in", Iw, w) + np.einsum("bi,nbj,kij->kn", lin, v, _EPS)
 
+    def _efc_jacobian(self):
+        """MuJoCo's constraint Jacobian of the coming step, dense (nefc, nv)."""
+        m, d = self.model, self.data
+        n = d.nefc
+        if not mujoco.mj_isSparse(m):
+            return d.efc_J[:n * m.nv].reshape(n, m.nv).copy()
+        J = np.zeros((n, m.nv))
+        if n:
+            mujoco.mju_sparse2dense(J, d.efc_J, d.efc_J_rownnz[:n], d.efc_J_rowadr[:n], d.efc_J_colind)
+        return J
+
     def soft_rows(self):
         """MuJoCo's constraint rows of the coming step that carry force (pyramid edges of the
         contacts that penetrate, active joint limits): Jacobians (k, nv), R (k,), aref (k,)."""
-        m, d = self.model, self.data
-        n = d.nefc
-        if not n:
-            return np.zeros((0, m.nv)), np.zeros(0), np.zeros(0)
-        if mujoco.mj_isSparse(m):
-            J = np.zeros((n, m.nv))
-            mujoco.mju_sparse2dense(J, d.efc_J, d.efc_J_rownnz[:n], d.efc_J_rowadr[:n], d.efc_J_colind)
-        else:
-            J = d.efc_J[:n * m.nv].reshape(n, m.nv).copy()
+        d, n = self.data, self.data.nefc
         t = d.efc_type[:n]
         keep = (t == mujoco.mjtConstraint.mjCNSTR_LIMIT_JOINT) | (
             (t == mujoco.mjtConstraint.mjCNSTR_CONTACT_PYRAMIDAL) & (d.efc_pos[:n] - d.efc_margin[:n] <= self.mj_margin))
-        return J[keep], d.efc_R[:n][keep].copy(), d.efc_aref[:n][keep].copy()
+        return self._efc_jacobian()[keep], d.efc_R[:n][keep].copy(), d.efc_aref[:n][keep].copy()
 
     def limit_rows(self):
         """Rows (k, nv) of MuJoCo's joint-limit constraints at the data's state (force J^T f,
         f >= 0)."""
-        m, d = self.model, self.data
-        on = np.flatnonzero(d.efc_type[:d.nefc] == mujoco.mjtConstraint.mjCNSTR_LIMIT_JOINT)
-        if not len(on):
-            return np.zeros((0, m.nv))
-        if mujoco.mj_isSparse(m):
-            J = np.zeros((d.nefc, m.nv))
-            mujoco.mju_sparse2dense(J, d.efc_J, d.efc_J_rownnz[:d.nefc], d.efc_J_rowadr[:d.nefc], d.efc_J_colind)
-        else:
-            J = d.efc_J[:d.nefc * m.nv].reshape(d.nefc, m.nv)
-        return J[on]
+        d = self.data
+        return self._efc_jacobian()[d.efc_type[:d.nefc] == mujoco.mjtConstraint.mjCNSTR_LIMIT_JOINT]
 
     def com_rows(self, sim, q_ref, v_ref, a_ref, owner):
         m, d, rig = self.model, self.data, self.rig
