@@ -63,6 +63,7 @@ class WholeBody(tr.TrackingController):
     knee_lever, solver, tired_cost = 0.0, "daqp", 0.0
     w_dcm, k_dcm = 0.0, 2.0
     w_toe_down = 1.0
+    w_ankle_down = 1.0  # x the ankle's tracking weight while any of its foot's boxes touches
     fixed_rate = 0.0  # > 0: play the reference at this fraction of its pace (no pace governor)
     soft = 0.0  # > 0: MuJoCo's constraint rows (J a + R f = aref) in place of the stay-still rows, this weight
 
@@ -373,6 +374,10 @@ class WholeBody(tr.TrackingController):
         for t in toes:  # a toe on the floor takes the angle the floor gives it
             if np.isin(owner, [t]).any():
                 wj[body == t] *= self.w_toe_down
+        for side in "RL":  # a foot on the floor takes the floor's angle at the ankle
+            foot = [self.rig.body_index(n + side) for n in ("Talus", "FootThumb", "FootPinky")]
+            if np.isin(owner, foot).any():
+                wj[body == foot[0]] *= self.w_ankle_down
         wj = np.sqrt(wj[6:])
         add((wj * diag[6:])[:, None] * I[6:], wj * diag[6:] * a_star[6:], 1.0)
         add(diag[3:6, None] * I[3:6], diag[3:6] * a_star[3:6], self.w_rot)  # pelvis orientation
