@@ -31,6 +31,7 @@ demo: $(STAMP)
 	$(VENV)/bin/sinew preview $(OUT)/walk_ref.npz --out $(OUT)/walk_sheet.png
 	$(VENV)/bin/sinew arm-hold --out $(OUT)/arm_hold
 	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh:20 --fatigue-scale 50 --out $(OUT)/tired_walk
+	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh@0.25:60 --residual 0 --fatigue-scale 50 --out $(OUT)/held_pose
 	$(PY) scripts/demo_scene.py $(MASS_MOTION)/walk.bvh $(OUT)/demo_scene.blend
 	$(VENV)/bin/sinew bake $(OUT)/demo_scene.blend --armature walk --clip $(MASS_MOTION)/walk.bvh:5 --out $(OUT)/fatigued_take.blend
 	$(PY) scripts/render_preview.py $(OUT)/fatigued_take.blend $(OUT)/fatigued_take.png --size 640x360 --samples 16

@@ -88,7 +88,8 @@ class SINEW_PG_scene(bpy.types.PropertyGroup):
                                     ("policy", "Policy", "A trained MuscleVAE policy file")])
     policy_path: StringProperty(name="Policy", subtype="FILE_PATH")
     residual: FloatProperty(name="Residual", default=1.0, min=0.0, soft_max=2.0,
-                            description="Root residual strength in body weights (0 = none)")
+                            description="Root residual strength in body weights (0 = none: a held pose then "
+                                        "stands on its muscles alone; a moving clip falls within seconds yet)")
     pace: FloatProperty(name="Pace Governor", default=1.0, min=0.0, soft_max=2.0,
                         description="As the legs tire (mean fatigued fraction above 0.1) the clip plays slower, "
                                     "by this many % per % fatigued, down to half pace, and speeds up as they "

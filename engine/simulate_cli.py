@@ -56,8 +56,10 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
         description="Track clips with the 284-muscle model: inverse dynamics, a muscle-coordination "
         "solve inside the 3CC-r fatigue bounds, optional root residual forces. Muscles tire and "
         "recover as the take plays; a take that falls or diverges is kept up to that point.")
-    p.add_argument("--clip", action="append", required=True, metavar="CLIP[:SECONDS]",
-                   help="a .bvh or reference .npz, optionally :SECONDS to play (looped); repeat to chain")
+    p.add_argument("--clip", action="append", required=True, metavar="CLIP[@AT][:SECONDS]",
+                   help="a .bvh or reference .npz, optionally :SECONDS to play (looped); repeat to chain. "
+                   "CLIP@AT holds the pose at AT seconds into the clip still (with --residual 0 the "
+                   "character stands it on its muscles alone)")
     p.add_argument("--controller", choices=("tracking", "policy"), default="tracking",
                    help="tracking (no training needed, default) or policy (a trained MuscleVAE policy)")
     p.add_argument("--policy", default=None, help="policy .npz for --controller policy")
@@ -65,8 +67,9 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
                    help="multiplies the 3CC-r rates F and R (default 1; 0 = no fatigue; 50 as MuscleVAE's run-walk)")
     p.add_argument("--residual", type=number("--residual", 0.0), default=None,
                    help="tracking controller's root residual strength: bound on the pelvis 'hand of god' "
-                   "force in body weights (and torque in body weight x 1 m); 0 = none (default 1). "
-                   "A policy applies none")
+                   "force in body weights (and torque in body weight x 1 m); 0 = none (default 1): clips that hold "
+                   "still are then stood on the muscles alone by an LQR about their nearest balanced pose, moving "
+                   "clips tracked without help (the walk falls within seconds yet). A policy applies none")
     p.add_argument("--pace", type=number("--pace", 0.0), default=None, metavar="STRENGTH",
                    help="tracking controller's pace governor: as the legs tire (their mean fatigued fraction "
                    "M_F above 0.1) the clips play slower, by STRENGTH %% per %% of M_F, down to half pace, and "
@@ -105,6 +108,7 @@ def cmd_simulate(args) -> int:
 def _simulate(args, stop) -> int:
     from . import fatigue as fat
     from .atomic import check_out_dir
+    from .control.plan import split_hold
     from .errors import InputFileError, ParameterError
     from .push import check_pushes, parse_push
     from .take import check_clips, check_fps, check_pace, check_residual
@@ -113,7 +117,7 @@ def _simulate(args, stop) -> int:
     pushes = [parse_push(spec) for spec in args.push]
     clips = []
     for path, seconds in parse_clips(args.clip):
-        p = Path(path)
+        p = split_hold(path)[0]
         if not p.is_file():
             raise InputFileError(p, "clip file not found")
         clips.append((path, seconds))

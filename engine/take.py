@@ -147,7 +147,9 @@ def check_clips(clips) -> list[tuple[object, float]]:
         except (TypeError, ValueError):
             raise ParameterError("clips", f"entry {i} must be (clip, seconds), got {item!r}") from None
         if not isinstance(src, Reference):
-            p = Path(src)
+            from .control.plan import split_hold
+
+            p = split_hold(src)[0]
             if not p.is_file():
                 raise InputFileError(p, "clip file not found")
             if p.suffix.lower() not in (".bvh", ".npz"):
@@ -243,7 +245,8 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     Blender operator's cancel) the run stops there and the take keeps what it had, like a
     fall or a divergence (meta: interrupted, partial, stopped_at_s, stop_reason)."""
     from .control.plan import MotionPlan, load_clip
-    from .control.tracking import TrackingController, TrackingParams
+    from .control.stand import tracking_controller
+    from .control.tracking import TrackingParams
     from .push import PushSchedule, check_pushes
     from .interrupt import StopFlag
     from .simulation import Recording, Simulation, SimulationDiverged
@@ -288,7 +291,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
 
         ctrl = PolicyController(policy, rig, mode="track", reference=PlanTrack(rig, plan), seed=int(seed))
     else:
-        ctrl = TrackingController(sim, plan, params)
+        ctrl = tracking_controller(sim, plan, params)  # a still reference without the residual: stood
     # the reference as the controller plays it (the tracker's pace governor slows it)
     reference = ctrl.reference_now if hasattr(ctrl, "reference_now") else (lambda s: plan.sample(s.steps))
     pace = getattr(ctrl, "advance_pace", None)
@@ -300,6 +303,8 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         demands = [reference_demands(ctrl, sim, clip) for clip in unique.values()]
         sim.physics.set_q(q0, v0)
         sim.state = sim.physics.body_state()
+        if hasattr(ctrl, "start"):  # the stand controller starts in its balanced pose
+            ctrl.start(sim)
 
     n = plan.total_steps
     frame_steps = np.unique(np.round(np.arange(0, n / 120.0 + 1e-9, 1.0 / fps) * 120).astype(int))
@@ -388,6 +393,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         # mean |ground force the physics gave - the one the tracker planned| (N); None: not measured
         ground_force_gap_N=ctrl.ground_gap_N() if hasattr(ctrl, "ground_gap_N") else None,
         pace=ctrl.pace.summary() if hasattr(ctrl, "pace") else None,
+        stand=getattr(ctrl, "summary", None),  # engine.control.stand: the balanced pose it held
         segments=[dict(label=s.label, start_s=s.start / 120.0, seconds=s.steps / 120.0, phase_frame=s.phase)
                   for s in plan.segments],
         planned_seconds=n / 120.0, simulated_seconds=sim_seconds,

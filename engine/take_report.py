@@ -13,14 +13,23 @@ def extra_lines(take) -> list[str]:
     from .motion.calibration import describe as calibration
     from .push import describe as push
 
-    out = [f"calibration {Path(c['source']).name}: {calibration(c['calibration'])}"
-           for c in take.meta["clips"] if c.get("calibration")]
+    out = [f"stand       {stand(take.meta['stand'])}"] if take.meta.get("stand") else []
+    out += [f"calibration {Path(c['source']).name}: {calibration(c['calibration'])}"
+            for c in take.meta["clips"] if c.get("calibration")]
     out += [f"push        {push(r)}" for r in take.meta["summary"].get("pushes", [])]
-    if take.meta["summary"].get("gait"):
+    if take.meta["summary"].get("gait") and not take.meta.get("stand"):  # a held pose has no gait
         from .gait import describe as gait
 
         out.append(f"gait        {gait(take.meta['summary']['gait'])}")
     return out
+
+
+def stand(st: dict) -> str:
+    """How the stand controller (engine.control.stand) held a still reference."""
+    return (f"held on the muscles alone by an LQR about the nearest balanced pose: the root "
+            f"{st['root_dz_cm']:+.1f} cm and tilted {st['root_tilt_deg']:.1f} deg, the joints moved "
+            f"{st['joints_moved_deg_mean']:.1f} deg on average ({st['joints_moved_deg_max']:.0f} at most); "
+            f"holding it takes {st['activation_mean']:.3f} mean activation, {st['activation_max']:.2f} at most")
 
 
 def pace(take) -> str | None:
@@ -48,7 +57,9 @@ def glance_lines(take) -> list[str]:
                     f"(**{s['residual_mean_body_weights']:.3f} body weights**) of force nobody sees, "
                     f"{s['residual_torque_mean_Nm']:.1f} N m of torque")
     played = pace(take)
-    return [f"- Fell: {fell}", f"- Root residual: {residual}"] + ([f"- Pace: {played}"] if played else []) + [""]
+    held = [f"- Stand: {stand(m['stand'])}"] if m.get("stand") else []
+    return ([f"- Fell: {fell}", f"- Root residual: {residual}"] + held + ([f"- Pace: {played}"] if played else [])
+            + [""])
 
 
 def extra_markdown(take) -> list[str]:
@@ -62,4 +73,5 @@ def extra_markdown(take) -> list[str]:
     cal = [f"- {Path(c['source']).name}: {calibration(c['calibration'])}"
            for c in take.meta["clips"] if c.get("calibration")]
     head = ["", "Calibration poses found at the start of the clips:", ""] if cal else []
-    return (gait_table(s["gait"]) if s.get("gait") else []) + head + cal + push_table(s.get("pushes", []))
+    gait = gait_table(s["gait"]) if s.get("gait") and not take.meta.get("stand") else []  # a held pose has none
+    return gait + head + cal + push_table(s.get("pushes", []))

@@ -1,4 +1,5 @@
-"""Experiment (issue 16, not part of the product): hold a pose on the muscles with an LQR
+"""Experiment (issue 16; the prototype of the product's engine/control/stand.py, kept for the
+record of what was tried, balance.md fifth session): hold a pose on the muscles with an LQR
 about it, the feedback with a horizon that the greedy whole-body solve lacks.
 
 As in MuJoCo's LQR tutorial (a humanoid balancing on one leg): the equilibrium is the held
@@ -35,8 +36,9 @@ class LQRHold(tr.TrackingController):
     w_root_pos, w_root_rot, w_joint, w_vel, r_torque = 100.0, 100.0, 1.0, 0.1, 1e-4
     w_effort, w_track = 1.0, 1e-3  # muscle solve: activation^2 and (N m)^2 of torque error
     log = False
-    muscle_space, a_floor, r_act = 1.0, 0.03, 100.0
-    flat_feet = 1.0
+    muscle_space, a_floor, r_act = 1.0, 0.0, 100.0
+    realise, tired_cost, w_toe_rows = 0.0, 0.0, 1.0
+    flat_feet, w_toe_free, w_ankle_free = 1.0, 1.0, 0.0
     w_tilt = 100.0  # cost of tilting the root against moving a joint, finding the equilibrium
 
     def _linearise(self, sim):
@@ -49,6 +51,8 @@ class LQRHold(tr.TrackingController):
         feet = [rig.body_index(n + side) for side in "RL" for n in ("Talus", "FootThumb", "FootPinky")]
         R0 = rig.body_rest_rot[feet]
         half_z = 0.5 * np.abs(R0[:, 2, :]) @ np.ones(3) * 0  # filled below
+        toe_dofs = np.flatnonzero(np.isin(m.dof_bodyid - 1, [b for b in feet if "Foot" in rig.body_names[b]]))
+        ankle_dofs = np.flatnonzero(np.isin(m.dof_bodyid - 1, [b for b in feet if "Talus" in rig.body_names[b]]))
         half_z = 0.5 * np.einsum("bk,bk->b", np.abs(R0[:, 2, :]), rig.body_size[feet])
 
         def root_wrench(q):
@@ -64,7 +68,10 @@ class LQRHold(tr.TrackingController):
             R = d.ximat[np.array(feet) + 1].reshape(-1, 3, 3)
             up = np.einsum("bij,bkj,k->bi", R, R0, np.array([0.0, 0.0, 1.0]))  # rest-up axis now
             bottom = d.xipos[np.array(feet) + 1, 2] - half_z
-            return np.concatenate([out, 300.0 * up[:, :2].ravel(), 3000.0 * (bottom[1:] - bottom[0])])
+            # toes that carry no load: no torque asked of the weak toe muscles
+            toes = d.qfrc_inverse[toe_dofs] * self.w_toe_free
+            ankles = d.qfrc_inverse[ankle_dofs] * self.w_ankle_free  # the centre of mass over the ankles
+            return np.concatenate([out, 300.0 * up[:, :2].ravel(), 3000.0 * (bottom[1:] - bottom[0]), toes, ankles])
 
         def moved(q, dv):
             out = q.copy()
@@ -174,9 +181,14 @@ class LQRHold(tr.TrackingController):
         mujoco.mj_fullM(self.model, self.data, Mm)
         # the miss weighed as the acceleration it causes: a hand's N m counts for more than a hip's
         w = np.sqrt(self.w_track) / np.sqrt(np.diag(Mm)[6:])[:, None]
+        foot_dofs = np.isin(self.model.dof_bodyid[6:] - 1, [rig.body_index(n + s) for s in "RL" for n in ("FootThumb", "FootPinky")])
+        w[foot_dofs] *= self.w_toe_rows
+        if self.log:
+            print("  toes: u0", self.u0[6:][foot_dofs].round(1), "passive", g0[foot_dofs].round(1))
         self.a0, _, _ = _bounded_lsq(w * G, (w * (self.u0[6:] - g0)[:, None]).ravel(), np.full(n_m, self.w_effort),
                                      np.full(n_m, self.a_floor), np.ones(n_m), "newton", None, np.zeros(n_m))
         miss = G @ self.a0 + g0 - self.u0[6:]
+        self.G0, self.g00, self.w_rows = G, g0, w
         nv = self.model.nv
         wq = np.full(nv, self.w_joint)
         wq[:3], wq[3:6] = self.w_root_pos, self.w_root_rot
@@ -184,12 +196,14 @@ class LQRHold(tr.TrackingController):
         Q = np.diag(np.concatenate([1e4 * wq, np.full(nv, self.w_vel)]))
         Ba = self.B_tau @ G
         R = self.r_act * np.eye(n_m)
-        P = solve_discrete_are(self.A_lin, Ba, Q, R)
-        self.Ka = np.linalg.solve(R + Ba.T @ P @ Ba, Ba.T @ P @ self.A_lin)
+        Ad = (1.0 - 1e-4) * self.A_lin  # the neutral modes (sliding, turning on the floor) count as stable
+        P = solve_discrete_are(Ad, Ba, Q, R)
+        self.Ka = np.linalg.solve(R + Ba.T @ P @ Ba, Ba.T @ P @ Ad)
         eig = np.abs(np.linalg.eigvals(self.A_lin - Ba @ self.Ka)).max()
         acc_miss = np.linalg.solve(Mm[6:, 6:], miss)
         print(f"muscle-space LQR: a0 mean {self.a0.mean():.3f} max {self.a0.max():.2f}, torque miss {np.abs(miss).max():.1f} N m, "
-              f"acceleration miss {np.abs(acc_miss).max():.1f} rad/s^2, "
+              f"acceleration miss {np.abs(acc_miss).max():.1f} rad/s^2, busiest "
+              f"{[(rig.muscle_names[j], round(float(self.a0[j]), 2)) for j in np.argsort(-self.a0)[:4]]}, "
               f"closed loop {eig:.4f}, |Ka| {np.abs(self.Ka).max():.2f}")
 
     def act(self, sim, state):
@@ -212,6 +226,23 @@ class LQRHold(tr.TrackingController):
         lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, sim.muscles.dt, p.F_eff, p.LD, p.LR)
         dq = np.zeros(len(qd))
         mujoco.mj_differentiatePos(self.model, dq, 1.0, self.q0, q)
+        if self.muscle_space and self.realise:
+            # the LQR's wanted generalised force, made by whichever muscles can (fatigue-aware)
+            flfv, fpe, A, _ = self.muscle_terms(sim, state)
+            G = (-A.T * (rig.muscle_f0 * flfv)[None, :])[6:]
+            g0 = (-A.T @ (rig.muscle_f0 * fpe))[6:]
+            u = self.G0 @ (self.a0 - self.Ka @ np.concatenate([dq, qd])) + self.g00
+            mf = sim.fatigue.MF
+            cost = self.w_effort * (1.0 + self.tired_cost * mf / np.maximum(1.0 - mf, 0.05))
+            x, status, act = _bounded_lsq(self.w_rows * G, (self.w_rows * (u - g0)[:, None]).ravel(), cost, lb,
+                                          np.maximum(ub, lb), "newton", self._warm, np.zeros(len(lb)), self._active, len(lb))
+            self._warm, self._active = x, act
+            self.stats["decisions"] += 1
+            self.last = dict(q_ref=self.q0, contact_rows=0, residual=np.zeros(6), activation=x, status=status)
+            if self.log and sim.steps % 12 == 0:
+                print(f"t={sim.time:5.2f} |dq| root {np.abs(dq[:6]).max():.3f} joints {np.degrees(np.abs(dq[6:])).mean():.2f} deg, "
+                      f"act mean {x.mean():.3f} max {x.max():.2f}, legs' M_F {mf[self._legs].mean():.3f}")
+            return MuscleCommand(x, None, None)
         if self.muscle_space:
             x = np.clip(self.a0 - self.Ka @ np.concatenate([dq, qd]), lb, np.maximum(ub, lb))
             self.stats["decisions"] += 1

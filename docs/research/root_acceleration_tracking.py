@@ -47,13 +47,15 @@ def simulate_with(controller, clips, params, fatigue_scale):
     from engine import take as take_mod
     from engine.rig import load_rig
 
-    orig = tr.TrackingController
-    tr.TrackingController = controller
+    from engine.control import stand
+
+    orig = stand.tracking_controller
+    stand.tracking_controller = controller  # in place of the product's choice (tracker or stand controller)
     try:
         return take_mod.simulate(load_rig(), clips, params=params, fatigue=fat.FatigueParams(scale=fatigue_scale),
                                  progress=lambda f: None)
     finally:
-        tr.TrackingController = orig
+        stand.tracking_controller = orig
 
 
 class RootAcceleration(tr.TrackingController):

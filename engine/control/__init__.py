@@ -2,6 +2,9 @@
 
 - `TrackingController` (engine.control.tracking): training-free tracking of reference
   clips by inverse dynamics and a muscle-coordination solve inside the 3CC-r bounds.
+- `StandController` (engine.control.stand): a still reference without the root residual,
+  stood on the muscles alone by an LQR about its nearest balanced pose
+  (`stand.tracking_controller` picks it or the tracker for a tracking take).
 - `MotionPlan` (engine.control.plan): clips made cyclic, looped and chained.
 - engine.control.pace: the pace governor, which plays the clips slower as the legs tire.
 - engine.control.policy (MuscleVAE policies) arrives with the training work.

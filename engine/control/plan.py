@@ -314,13 +314,32 @@ def parse_clip_arg(text: str) -> tuple[str, float | None]:
     return text, None
 
 
+def split_hold(source) -> tuple[Path, float | None]:
+    """'walk.bvh@0.5' -> (walk.bvh, 0.5): the pose at 0.5 s into the clip, held still. A file
+    whose own name has an '@' is taken as it is."""
+    path = Path(source)
+    head, sep, tail = str(source).rpartition("@")
+    if sep and head and not path.is_file():
+        try:
+            return Path(head), float(tail)
+        except ValueError:
+            pass
+    return path, None
+
+
 def load_clip(rig: Rig, source, keep_calibration: bool = False) -> tuple[Reference, str]:
     """A clip as a Reference: a Reference passes through, a .bvh file is retargeted (its
     bone names picked up by the presets; a calibration pose at its start skipped unless
-    keep_calibration), an .npz is read as a saved reference."""
+    keep_calibration), an .npz is read as a saved reference. PATH@SECONDS holds the pose at
+    that time of the clip still (Reference.held_at)."""
     if isinstance(source, Reference):
-        return source, str(source.meta.get("source") or "reference")
-    path = Path(source)
+        held = source.meta.get("held_at_s")
+        return source, str(source.meta.get("source") or "reference") + (f"@{held:g}" if held is not None else "")
+    path, at = split_hold(source)
+    if at is not None:
+        ref, name = load_clip(rig, path, keep_calibration)
+        held = ref.held_at(at, name)
+        return held, f"{name}@{held.meta['held_at_s']:g}"
     if not path.is_file():
         raise InputFileError(path, "clip file not found")
     suffix = path.suffix.lower()

@@ -94,6 +94,21 @@ class Reference:
             **m.get("metrics", {}),
         )
 
+    def held_at(self, seconds: float, name: str = "clip", hold_s: float = 2.0) -> "Reference":
+        """The pose at `seconds` into this clip, held still for `hold_s` (velocities zero): a
+        pose to stand in (`--clip walk.bvh@0.5:60`; the stand controller holds it)."""
+        from ..errors import ParameterError
+
+        if not (np.isfinite(seconds) and 0.0 <= seconds < self.seconds):
+            raise ParameterError("clip", f"{name}: a pose at {seconds:g} s is outside the clip "
+                                 f"(0 to {self.seconds - self.frame_time:.3f} s)")
+        i = min(int(round(seconds * self.fps)), self.num_frames - 1)
+        n = max(int(round(hold_s * self.fps)), 4)
+        still = ("qvel", "root_vel", "muscle_length_rate")
+        arrays = {k: (np.zeros_like(getattr(self, k)[:1]) if k in still else getattr(self, k)[i:i + 1]).repeat(n, axis=0)
+                  for k in _ARRAYS if k != "times"}
+        return Reference(times=np.arange(n) / self.fps, meta=dict(self.meta, held_at_s=i / self.fps), **arrays)
+
     # ---- files ---------------------------------------------------------------------------
     def save(self, path) -> Path:
         arrays = {k: np.ascontiguousarray(getattr(self, k), dtype=np.float64) for k in _ARRAYS}
