@@ -25,11 +25,13 @@ def extra_lines(take) -> list[str]:
 
 
 def stand(st: dict) -> str:
-    """How the stand controller (engine.control.stand) held a still reference."""
-    return (f"held on the muscles alone by an LQR about the nearest balanced pose: the root "
+    """What the stand controller (engine.control.stand) held a still pose about."""
+    left = (f"; the search left {st['balance_left']:.1f} N / N m unbalanced at the root"
+            if st["balance_left"] > 1.0 else "")
+    return (f"stand controller (an LQR on the muscles alone) about the nearest balanced pose: the root "
             f"{st['root_dz_cm']:+.1f} cm and tilted {st['root_tilt_deg']:.1f} deg, the joints moved "
             f"{st['joints_moved_deg_mean']:.1f} deg on average ({st['joints_moved_deg_max']:.0f} at most); "
-            f"holding it takes {st['activation_mean']:.3f} mean activation, {st['activation_max']:.2f} at most")
+            f"holding it takes {st['activation_mean']:.3f} mean activation, {st['activation_max']:.2f} at most{left}")
 
 
 def pace(take) -> str | None:

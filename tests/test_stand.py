@@ -33,9 +33,9 @@ def balanced(rig, physics, walk_q):
 
 
 def test_balanced_pose_is_a_static_equilibrium(rig, physics, walk_q, balanced):
-    """At the balanced pose MuJoCo's inverse dynamics at rest (a second computation, not the
-    search's own conditions) needs no force and no torque at the root: the floor's soft
-    contacts carry the body. Its feet lie flat (the walk frame had a heel 11 cm up), and the
+    """At the balanced pose MuJoCo's inverse dynamics at rest needs no force and no torque at
+    the root (all six components; the search weighs only the vertical force and the tipping
+    torques): the floor's soft contacts carry the body. Its feet lie flat (the walk frame had a heel 11 cm up), and the
     pose stays near the frame."""
     q, u0, left = balanced
     m = physics.model
@@ -46,7 +46,7 @@ def test_balanced_pose_is_a_static_equilibrium(rig, physics, walk_q, balanced):
     assert left < 0.5
     assert np.abs(d.qfrc_inverse[:3]).max() < 0.002 * weight  # N; measured ~0.02 N
     assert np.abs(d.qfrc_inverse[3:6]).max() < 1.0  # N m
-    np.testing.assert_allclose(u0, d.qfrc_inverse, atol=1e-6)
+    np.testing.assert_allclose(u0, d.qfrc_inverse, atol=1e-6)  # u0 is what the muscles are asked to hold
     for name in ("TalusR", "TalusL"):
         b = rig.body_index(name)
         R = d.ximat[b + 1].reshape(3, 3) @ rig.body_rest_rot[b].T
@@ -130,10 +130,44 @@ def test_stand_controller_only_for_a_still_reference_without_the_residual(rig, t
     from engine.simulate_cli import report_lines
     from engine.take_report import glance_lines
 
-    assert any(line.startswith("stand       held on the muscles alone") for line in report_lines(take, []))
-    assert any(line.startswith("- Stand: held") for line in glance_lines(take))
+    assert s["closed_loop_radius"] <= 1.0 + 1e-4  # the controller's own design: nothing grows
+    assert any(line.startswith("stand       stand controller") for line in report_lines(take, []))
+    assert any(line.startswith("- Stand: stand controller") for line in glance_lines(take))
+    assert not any(line.startswith("gait") for line in report_lines(take, []))  # a held pose has none
     assert _take(rig, tmp_path, held, 0.2, residual=1.0).meta["stand"] is None  # the analysis option
     assert _take(rig, tmp_path, clips.bundled("walk"), 0.2, residual=0.0).meta["stand"] is None  # moving
+
+
+def test_the_tracker_takes_what_the_stand_controller_cannot(rig, tmp_path):
+    """Two held poses chained (one LQR holds one pose) and the ODE backend (the LQR is
+    designed on MuJoCo's contacts) go to the tracker."""
+    from engine.control.plan import MotionPlan, load_clip
+    from engine.simulation import Simulation
+
+    from .conftest import MOTION_DIR
+
+    walk = MOTION_DIR / "walk.bvh"
+    two = MotionPlan(rig, [(load_clip(rig, f"{walk}@0")[0], 1.0, "a"), (load_clip(rig, f"{walk}@0.5")[0], 1.0, "b")])
+    one = MotionPlan(rig, [(load_clip(rig, f"{walk}@0.5")[0], 1.0, "b")])
+    params = TrackingParams(residual=0.0)
+    assert stand.holds_still(one) and not stand.holds_still(two)
+    mj = Simulation(rig, "mujoco")
+    assert isinstance(stand.tracking_controller(mj, one, params), stand.StandController)
+    assert not isinstance(stand.tracking_controller(mj, two, params), stand.StandController)
+    pytest.importorskip("ode")
+    assert not isinstance(stand.tracking_controller(Simulation(rig, "ode"), one, params), stand.StandController)
+
+
+def test_stands_on_its_feet(rig, walk_q):
+    """A standing frame of the walk stands on its feet; the same pose upside down does not
+    (the tracker takes such a pose)."""
+    from engine.control.plan import QSpace
+
+    model = QSpace(rig).model
+    assert stand.stands_on_its_feet(model, rig, walk_q[60])
+    upside_down = walk_q[60].copy()
+    upside_down[3:7] = [0.0, 1.0, 0.0, 0.0]  # turned 180 deg about x: the balance search only knows feet
+    assert not stand.stands_on_its_feet(model, rig, upside_down)
 
 
 def test_a_held_pose_stands_fresh_and_the_same_twice(rig, tmp_path):

@@ -1,7 +1,8 @@
 """Standing on the muscles alone: an LQR about the held pose's nearest balanced pose.
 
-A take whose reference holds still (every clip's velocities ~0), played without the root
-residual, is stood by this controller instead of the frame-by-frame tracker, whose
+A take of one clip that holds still (a pose held with CLIP@AT, or frames that repeat) and
+stands on its feet, played without the root residual on MuJoCo, is stood by this controller
+instead of the frame-by-frame tracker, whose
 one-step greedy solve lets a held pose fall within seconds (docs/research/balance.md). As in
 MuJoCo's LQR tutorial (a humanoid balancing on one leg), with the muscles as the inputs:
 
@@ -239,6 +240,7 @@ class StandController(TrackingController):
         self._A, self._B = A, B
         self.q0, self.u0, self.G0, self.g0 = q0, u0, G, g_pe
         self._design(sim.fatigue.MF)
+        self._designed_at = sim.steps
         a0 = self.a0
         sim.fatigue.MA[:] = a0  # the muscles already holding the pose
         sim.fatigue.MR[:] = 1.0 - a0 - sim.fatigue.MF
@@ -263,7 +265,6 @@ class StandController(TrackingController):
         self.a0, _, _ = _bounded_lsq(rows[:, None] * self.G0, rows * (self.u0[6:] - self.g0), cost, np.zeros(n_m),
                                      np.ones(n_m), "newton", None, np.zeros(n_m))
         self.K = lqr_gains(self._A, self._B @ self.G0, self._Q, R_ACTIVATION * np.diag(cost))
-        self._designed_at = None
 
     def _generalised(self, sim, state) -> tuple[np.ndarray, np.ndarray]:
         """G (jointed DOFs x muscles): generalised force per unit activation, and the passive
@@ -290,8 +291,9 @@ class StandController(TrackingController):
         from .. import fatigue as fat
 
         t0 = time.perf_counter()
-        if REDESIGN_STEPS and sim.steps and sim.steps % REDESIGN_STEPS == 0:
+        if sim.steps - self._designed_at >= REDESIGN_STEPS:
             self._design(sim.fatigue.MF)
+            self._designed_at = sim.steps
         q, qd = sim.physics.get_q()
         self.advance_pace(sim)
         dq = self.plan.space.diff(self.q0, q)
@@ -315,15 +317,35 @@ class StandController(TrackingController):
 
 
 def holds_still(plan) -> bool:
-    """Every clip of the plan holds still (its reference velocities below STILL_TOLERANCE)."""
-    return all(float(np.abs(seg.clip.qvel).max()) < STILL_TOLERANCE for seg in plan.segments)
+    """The plan is one clip that holds still (its reference velocities below STILL_TOLERANCE:
+    a pose held with CLIP@AT, or a clip whose frames repeat)."""
+    return len(plan.segments) == 1 and float(np.abs(plan.segments[0].clip.qvel).max()) < STILL_TOLERANCE
+
+
+def stands_on_its_feet(model, rig, q) -> bool:
+    """With its lowest foot-box corner on the floor, does every other body's box stay more
+    than 1 cm above it (a pose on its feet, as the balance search assumes; an upside-down or
+    kneeling pose is not)? `model`: any MuJoCo model of the rig."""
+    data = mujoco.MjData(model)
+    data.qpos[:] = q
+    mujoco.mj_kinematics(model, data)
+    feet = _lowest_foot_corner(data, rig)
+    signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
+    others = np.setdiff1d(np.arange(rig.num_bodies), _feet(rig)[0])
+    corners = 0.5 * signs[None] * rig.body_size[others][:, None]
+    R = data.ximat[others + 1].reshape(-1, 3, 3)
+    low = float((data.xipos[others + 1, None, 2] + np.einsum("bij,bkj->bki", R, corners)[..., 2]).min())
+    return low - feet > 0.01
 
 
 def tracking_controller(sim, plan, params):
-    """The controller for a tracking take: StandController for a still reference without the
-    root residual, else the tracker."""
+    """The controller for a tracking take: StandController for one still clip standing on
+    its feet, without the root residual, on MuJoCo (its LQR is designed on MuJoCo's contacts);
+    else the tracker."""
+    from ..physics.mujoco_backend import MujocoBackend
     from . import tracking
 
-    if params.residual == 0 and holds_still(plan):
+    if (params.residual == 0 and isinstance(sim.physics, MujocoBackend) and holds_still(plan)
+            and stands_on_its_feet(plan.space.model, sim.rig, plan.sample(0)[0])):
         return StandController(sim, plan, params)
     return tracking.TrackingController(sim, plan, params)
