@@ -21,8 +21,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--scene", help="the .blend to open (plain python with the bpy module; "
                                     "under blender -b the opened file is used)")
     ap.add_argument("--armature", required=True, help="name of the armature object")
-    ap.add_argument("--clip", action="append", required=True, metavar="CLIP[:SECONDS]",
-                    help="BVH or reference .npz, or 'action' for the armature's action; repeat to chain")
+    ap.add_argument("--clip", action="append", required=True, metavar="CLIP[@AT][:SECONDS]",
+                    help="BVH or reference .npz, or 'action' for the armature's action; repeat to chain. "
+                    "CLIP@AT holds the clip's pose at AT seconds still (with --residual 0 the character "
+                    "stands it on its muscles alone)")
     ap.add_argument("--repetitions", type=int, default=None, help="play a clip without :SECONDS this many times")
     ap.add_argument("--fatigue-scale", type=float, default=50.0)
     ap.add_argument("--F", type=float, default=0.01)
@@ -80,7 +82,10 @@ def _run(argv, stop) -> int:
         clips = []
         for c in args.clip:
             path, seconds = parse_clip_arg(c)
-            clips.append(("ACTION" if path.lower() == "action" else path, seconds))
+            head, at = path.partition("@")[::2]
+            if head.lower() == "action":  # the armature's action (ACTION@AT: its pose at AT s, held)
+                path = "ACTION" + (f"@{at}" if at else "")
+            clips.append((path, seconds))
         residual = check_residual(args.controller, args.residual)
         pace = check_pace(args.controller, args.pace)
         context = bpy.context

@@ -196,6 +196,19 @@ def action_reference(context, arm, frame_start: int, frame_end: int, keep_calibr
     return rt.to_model(motion, source=f"action {arm.animation_data.action.name}", keep_calibration=keep_calibration)
 
 
+def split_hold(src: str) -> tuple[str, float | None]:
+    """'walk.bvh@0.5' -> ('walk.bvh', 0.5), 'ACTION@0.5' -> ('ACTION', 0.5); else (src, None)."""
+    if src.startswith("ACTION@"):
+        try:
+            return "ACTION", float(src[len("ACTION@"):])
+        except ValueError:
+            return src, None
+    from .engine.control.plan import split_hold as split_path
+
+    path, at = split_path(bpy_abspath(src))
+    return (str(path), at) if at is not None else (src, None)
+
+
 def check_clip_file(path: str, keep_calibration: bool = False):
     """Fail early and clearly on a missing or unreadable clip."""
     p = Path(bpy_abspath(path))
@@ -324,11 +337,20 @@ def tiring_note(take) -> str:
     return "tiring (3CC-r): " + ", ".join(f"{g.replace('_', ' ')} spent after ~{t:.0f} s" for t, g in sorted(soon))
 
 
+def stand_note(take) -> str:
+    """For a held pose the stand controller stood (engine.control.stand), e.g. 'stood the pose
+    on its muscles alone (the joints moved 3.5 deg on average to balance it)', or ''."""
+    st = take.meta.get("stand")
+    if not st:
+        return ""
+    return f"stood the pose on its muscles alone (the joints moved {st['joints_moved_deg_mean']:.1f} deg on average to balance it)"
+
+
 def pace_note(take) -> str:
     """How far the pace governor slowed the clip (engine.control.pace), e.g. 'slowed to 0.62x
-    its pace as the legs tired', or '' when it played at its own pace."""
+    its pace as the legs tired', or '' when it played at its own pace (or held a still pose)."""
     pc = take.meta.get("pace") or {}
-    if not pc.get("strength") or pc.get("min_rate", 1.0) > 0.99:
+    if take.meta.get("stand") or not pc.get("strength") or pc.get("min_rate", 1.0) > 0.99:
         return ""
     return f"slowed to {pc['final_rate']:.2f}x its pace as the legs tired (lowest {pc['min_rate']:.2f}x)"
 
@@ -443,11 +465,14 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
     fps = check_fps(round(scene_fps(context.scene), 6) if fps is None else fps)
     out = []
     for src, seconds in clips:
+        src, at = split_hold(src)  # "walk.bvh@0.5" / "ACTION@0.5": that pose held still
         if src == "ACTION":
             ref = action_reference(context, arm, context.scene.frame_start, context.scene.frame_end,
                                    keep_calibration)
         else:
             ref = check_clip_file(src, keep_calibration)
+        if at is not None:
+            ref = ref.held_at(at, "the action" if src == "ACTION" else Path(src).name)
         length = ref.seconds if seconds is None else float(seconds)
         if seconds is None and repetitions:
             length = ref.seconds * int(repetitions)
@@ -476,6 +501,8 @@ def settings_job(context, s) -> tuple[object, SimulationJob]:
         src = bpy_abspath(s.clip_path)
     else:
         src = "ACTION"
+    if s.hold_pose:
+        src = f"{src}@{s.hold_at!r}"
     seconds = None if s.length_mode == "REPEAT" else s.seconds
     policy = s.policy_path
     if s.controller == "policy" and not policy:

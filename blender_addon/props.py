@@ -75,6 +75,12 @@ class SINEW_PG_scene(bpy.types.PropertyGroup):
         items=[("FILE", "File", "A BVH file or a reference .npz"),
                ("ACTION", "Action", "The armature's current action over the scene range")])
     clip_path: StringProperty(name="Clip file", subtype="FILE_PATH")
+    hold_pose: BoolProperty(name="Hold a Pose", default=False,
+                            description="Hold the clip's pose at 'Pose At' still instead of playing the clip; with "
+                                        "Residual 0 the character stands it on its muscles alone (an LQR about the "
+                                        "nearest balanced pose) while they tire")
+    hold_at: FloatProperty(name="Pose At", default=0.0, min=0.0, soft_max=60.0, unit="TIME_ABSOLUTE",
+                           description="Time into the clip of the pose to hold (after a skipped calibration pose)")
     length_mode: EnumProperty(name="Length", default="SECONDS",
                               items=[("SECONDS", "Duration", ""), ("REPEAT", "Repetitions", "")])
     seconds: FloatProperty(name="Seconds", default=10.0, min=0.1, soft_max=600.0, unit="TIME_ABSOLUTE")

@@ -61,6 +61,11 @@ class SINEW_PT_simulate(_Panel, bpy.types.Panel):
         if s.clip_source == "FILE":
             lay.prop(s, "clip_path")
         lay.prop(s, "keep_calibration")
+        row = lay.row(align=True)
+        row.prop(s, "hold_pose")
+        sub = row.row()
+        sub.enabled = s.hold_pose
+        sub.prop(s, "hold_at")
         lay.prop(s, "length_mode", expand=True)
         lay.prop(s, "seconds" if s.length_mode == "SECONDS" else "repetitions")
         col = lay.column(align=True)

@@ -38,7 +38,7 @@ def pace(take) -> str | None:
     """How the pace governor played the reference (engine.control.pace); None for policy
     takes and takes saved before it existed."""
     pc = take.meta.get("pace")
-    if not pc:
+    if not pc or take.meta.get("stand"):  # a held pose has no pace to play at
         return None
     if not pc["strength"]:
         return "the recorded pace throughout (governor off)"
