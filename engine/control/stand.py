@@ -74,13 +74,14 @@ def _ankle_roll_dofs(model, rig) -> np.ndarray:
     return np.concatenate([model.jnt_dofadr[model.body_jntadr[b + 1]] + np.array([1, 2]) for b in feet if b not in toes])
 
 
-def _lowest_foot_corner(data, rig) -> float:
-    """Height of the lowest corner of the foot boxes in `data` (forwarded)."""
-    feet = np.array(_feet(rig)[0])
+def _lowest_corner(data, rig, bodies=None) -> float:
+    """Height of the lowest box corner of `bodies` (default: the foot boxes) in `data`
+    (forwarded)."""
+    bodies = np.array(_feet(rig)[0] if bodies is None else bodies)
     signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
-    corners = 0.5 * signs[None] * rig.body_size[feet][:, None]  # (F, 8, 3) in each box's frame
-    R = data.ximat[feet + 1].reshape(-1, 3, 3)
-    return float((data.xipos[feet + 1, None, 2] + np.einsum("bij,bkj->bki", R, corners)[..., 2]).min())
+    corners = 0.5 * signs[None] * rig.body_size[bodies][:, None]  # (B, 8, 3) in each box's frame
+    R = data.ximat[bodies + 1].reshape(-1, 3, 3)
+    return float((data.xipos[bodies + 1, None, 2] + np.einsum("bij,bkj->bki", R, corners)[..., 2]).min())
 
 
 def balance_conditions(model, data, rig, q) -> np.ndarray:
@@ -134,7 +135,7 @@ def balanced_pose(model, rig, q_ref, capacity=None, iterations: int = 200) -> tu
 
     q = np.array(q_ref, dtype=float)
     balance_conditions(model, data, rig, q)  # forward kinematics at q_ref
-    q[2] -= _lowest_foot_corner(data, rig) + 0.001  # start with the lowest foot-box corner 1 mm into the floor
+    q[2] -= _lowest_corner(data, rig) + 0.001  # start with the lowest foot-box corner 1 mm into the floor
     start = q.copy()
     dq = np.zeros(nv)
 
@@ -329,12 +330,8 @@ def stands_on_its_feet(model, rig, q) -> bool:
     data = mujoco.MjData(model)
     data.qpos[:] = q
     mujoco.mj_kinematics(model, data)
-    feet = _lowest_foot_corner(data, rig)
-    signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
-    others = np.setdiff1d(np.arange(rig.num_bodies), _feet(rig)[0])
-    corners = 0.5 * signs[None] * rig.body_size[others][:, None]
-    R = data.ximat[others + 1].reshape(-1, 3, 3)
-    low = float((data.xipos[others + 1, None, 2] + np.einsum("bij,bkj->bki", R, corners)[..., 2]).min())
+    feet = _lowest_corner(data, rig)
+    low = _lowest_corner(data, rig, np.setdiff1d(np.arange(rig.num_bodies), _feet(rig)[0]))
     return low - feet > 0.01
 
 
