@@ -1,0 +1,206 @@
+"""Experiment (issue 16, not part of the product): the walk without the root residual by a
+time-varying LQR about the walk the product's tracker makes with it.
+
+1. Record: the product tracker walks SECONDS with its residual; every physics step its state,
+   its activations, and - on a copy of MuJoCo's data with the same applied forces and a
+   tightly converged constraint solve - the step's linearisation x' = A x + B_tau u_tau + c,
+   where c is what removing that step's residual changes (the defect the LQR must make up),
+   and the muscles' generalised force per activation G (so B = B_tau G: activations as
+   inputs, as engine/control/stand.py).
+2. Design: the affine backward Riccati pass (iLQR's) over the recorded steps:
+   u = -K x - k, deviation from the recorded activations.
+3. Replay without the residual: a = clip(a_t - K_t dx - k_t) in the 3CC-r bounds, from the
+   same start. How long does it walk, at what error?
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/tvlqr_walk.py --seconds 6 --no-affine
+
+Measured (fresh walk; the product without the residual falls at 1.17 s): without the affine
+term the replay walks all of a 2 s recording (8.3 deg) and falls at 2.2 s of a 6 s one
+(R 100; R 30: 1.6 s); with it, 0.7-1.4 s (R 10-10000; inertia-weighted Q no better): the
+defect is large where the tracker leans on its residual (0.65 body weights in its first
+0.1 s, 100-500 N / N m in its first second), the feedforward k then asks the muscles for
+activation changes above 1, and clipped it does not hold. A nominal the muscles can make
+(a residual-free gait found by trajectory optimisation) is what a time-varying LQR needs.
+"""
+import argparse
+import copy
+import sys
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "docs" / "research"))
+MOTION = ROOT.parent / "shared" / "reference" / "mass" / "motion"
+
+from engine import fatigue as fat  # noqa: E402
+from engine.control import tracking as tr  # noqa: E402
+from engine.physics import mujoco_backend as mb  # noqa: E402
+from engine.simulation import MuscleCommand  # noqa: E402
+from root_acceleration_tracking import simulate_with  # noqa: E402
+
+REC = {}
+DIAG = []
+
+
+class Recorder(tr.TrackingController):
+    """The product tracker, recording each decision's state, activations, root residual
+    and G."""
+
+    def act(self, sim, state):
+        cmd = super().act(sim, state)
+        q, qd = sim.physics.get_q()
+        f0 = self.rig.muscle_f0
+        flfv, fpe, A, _ = self.muscle_terms(sim, state, margin=0.0)
+        REC.setdefault("q", []).append(q)
+        REC.setdefault("qd", []).append(qd)
+        REC.setdefault("a", []).append(cmd.activation.copy())
+        REC.setdefault("G", []).append((-A.T * (f0 * flfv)[None, :])[6:])
+        zero = np.zeros(3)
+        REC.setdefault("res", []).append(np.concatenate([zero if cmd.residual_force is None else cmd.residual_force,
+                                                         zero if cmd.residual_torque is None else cmd.residual_torque]))
+        return cmd
+
+
+def linearise_step(backend, tight, residual):
+    """(A, B_tau, c) of the coming step of `backend` (half-stepped data with its applied
+    wrench) on a tightly converged copy; c: the next state without `residual` (force,
+    torque on the pelvis) less the next state with it."""
+    m, src = tight, backend.data
+    d = mujoco.MjData(m)
+    d.qpos[:], d.qvel[:] = src.qpos, src.qvel
+    d.xfrc_applied[:] = src.xfrc_applied
+    d.qfrc_applied[:] = src.qfrc_applied
+    mujoco.mj_forward(m, d)
+    nv = m.nv
+    A = np.zeros((2 * nv, 2 * nv))
+    mujoco.mjd_transitionFD(m, d, 1e-6, True, A, None, None, None)
+    q0 = d.qpos.copy()
+    work = mujoco.MjData(m)
+    dq = np.zeros(nv)
+
+    def step(qfrc_extra, xfrc):
+        work.qpos[:], work.qvel[:] = d.qpos, d.qvel
+        work.qacc_warmstart[:] = 0.0
+        work.xfrc_applied[:] = xfrc
+        work.qfrc_applied[:] = d.qfrc_applied + qfrc_extra
+        mujoco.mj_step(m, work)
+        mujoco.mj_differentiatePos(m, dq, 1.0, q0, work.qpos)
+        return np.concatenate([dq, work.qvel])
+
+    eps = 1e-2
+    B = np.zeros((2 * nv, nv - 6))
+    z = np.zeros(nv)
+    for i in range(6, nv):
+        e = z.copy()
+        e[i] = eps
+        B[:, i - 6] = (step(e, d.xfrc_applied) - step(-e, d.xfrc_applied)) / (2 * eps)
+    free = d.xfrc_applied.copy()
+    free[1] -= residual  # the pelvis is body 1 in MuJoCo (0 is the world)
+    c = step(z, free) - step(z, d.xfrc_applied)
+    if DIAG:
+        DIAG.append((np.abs(step(z, d.xfrc_applied) - step(z, d.xfrc_applied)).max(), np.abs(c).max(),
+                     np.abs(free - d.xfrc_applied).max()))
+    return A, B, c
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--replay", type=float, default=None, help="seconds to replay (default: as recorded)")
+    ap.add_argument("--q-pos", type=float, default=1e4)
+    ap.add_argument("--q-vel", type=float, default=10.0)
+    ap.add_argument("--r-act", type=float, default=100.0)
+    ap.add_argument("--no-affine", action="store_true", help="leave out the residual's defect (k = 0)")
+    ap.add_argument("--mass-metric", action="store_true", help="weigh each DOF's errors by its inertia")
+    ap.add_argument("--diag", action="store_true")
+    a = ap.parse_args()
+
+    # 1. record, linearising every step just before MuJoCo takes it
+    lin = []
+    orig_step = mb.MujocoBackend.step
+    tight = [None]
+
+    def step(self):
+        if tight[0] is None:
+            tight[0] = copy.deepcopy(self.model)
+            tight[0].opt.tolerance, tight[0].opt.iterations = 1e-12, 1000
+        lin.append(linearise_step(self, tight[0], REC["res"][-1]))
+        orig_step(self)
+
+    if a.diag:
+        DIAG.append((0, 0, 0))
+    mb.MujocoBackend.step = step
+    try:
+        take = simulate_with(Recorder, [(MOTION / "walk.bvh", a.seconds)], tr.TrackingParams(), 1.0)
+    finally:
+        mb.MujocoBackend.step = orig_step
+    n = len(lin)
+    if a.diag:
+        print("  determinism / |c| / |residual wrench|:", [tuple(round(float(v), 5) for v in x) for x in DIAG[1::40]])
+        nv_ = lin[0][0].shape[0] // 2
+        for t in (10, 60, 120, 200):
+            c = lin[t][2]
+            top = np.argsort(-np.abs(c[nv_:]))[:4]
+            print(f"  c at {t}: |pos| {np.abs(c[:nv_]).max():.4f} |vel| {np.abs(c[nv_:]).max():.3f} top vel DOFs "
+                  f"{[(int(i), round(float(c[nv_ + i]), 3)) for i in top]}, root vel {c[nv_:nv_ + 6].round(4)}, residual {REC['res'][t].round(1)}")
+    print(f"recorded {len(REC['q'])} decisions, {n} steps; residual {take.meta['summary']['residual_mean_body_weights']} BW, "
+          f"|c| mean {np.mean([np.linalg.norm(c) for _, _, c in lin]):.4f}")
+
+    # 2. the affine backward Riccati pass, activations as inputs
+    nv = lin[0][0].shape[0] // 2
+    if a.mass_metric:  # each DOF weighted by its inertia (toes and hands count little)
+        tmp = mujoco.MjData(tight[0])
+        tmp.qpos[:] = REC["q"][0]
+        mujoco.mj_forward(tight[0], tmp)
+        Mm = np.zeros((nv, nv))
+        mujoco.mj_fullM(tight[0], tmp, Mm)
+        w = np.diag(Mm) / np.diag(Mm)[6:].mean()
+    else:
+        w = np.ones(nv)
+    Q = np.diag(np.concatenate([a.q_pos * w, a.q_vel * w]))
+    Q[[0, 1, 5], [0, 1, 5]] = 1.0  # horizontal position and heading: a little
+    n_m = REC["G"][0].shape[1]
+    R = a.r_act * np.eye(n_m)
+    P, p = Q.copy(), np.zeros(2 * nv)
+    K, k = [None] * n, [None] * n
+    for t in range(n - 1, -1, -1):
+        A, Bt, c = lin[t]
+        B = Bt @ REC["G"][t]
+        if a.no_affine:
+            c = np.zeros_like(c)
+        Quu = R + B.T @ P @ B
+        K[t] = np.linalg.solve(Quu, B.T @ P @ A)
+        k[t] = np.linalg.solve(Quu, B.T @ (P @ c + p))
+        p = A.T @ (P @ c + p - P @ B @ k[t])
+        P = Q + A.T @ P @ (A - B @ K[t])
+        P = 0.5 * (P + P.T)
+    print(f"gains: |K| max {max(np.abs(x).max() for x in K):.2f}, |k| max {max(np.abs(x).max() for x in k):.3f}")
+
+    # 3. replay without the residual
+    class Replay(tr.TrackingController):
+        def act(self, sim, state):
+            t = min(sim.steps, n - 1)
+            q, qd = sim.physics.get_q()
+            dx = np.concatenate([self.plan.space.diff(REC["q"][t], q), qd - REC["qd"][t]])
+            p_ = sim.muscles.params
+            lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, sim.muscles.dt, p_.F_eff, p_.LD, p_.LR)
+            act = np.clip(REC["a"][t] - K[t] @ dx - k[t], lb, np.maximum(ub, lb))
+            self.stats["decisions"] += 1
+            self.last = dict(q_ref=REC["q"][t], contact_rows=0, residual=np.zeros(6), activation=act, status=0)
+            if sim.steps % 24 == 0:
+                print(f"  t={sim.time:5.2f} |dx| pos {np.abs(dx[:nv]).max():.3f} vel {np.abs(dx[nv:]).max():.2f} "
+                      f"clipped {(act != REC['a'][t] - K[t] @ dx - k[t]).sum()}")
+            return MuscleCommand(act, None, None)
+
+    replay = a.replay or a.seconds
+    take = simulate_with(Replay, [(MOTION / "walk.bvh", replay)], tr.TrackingParams(residual=0.0), 1.0)
+    s = take.meta["summary"]
+    print(f"replay without residual: {'fell at %.2f s' % s['stopped_at_s'] if s['fell'] else 'walked'} of {replay} s, "
+          f"joint error {s['joint_err_deg_mean']:.2f} deg")
+
+
+if __name__ == "__main__":
+    main()
