@@ -337,3 +337,21 @@ def test_a_pushed_foot_does_not_creep():
 
     assert slide(CONTACT_OPTIONS) < 1e-4
     assert slide("") > 1e-3  # the test can fail: the default creeps
+
+
+def test_full_mass_matrix_is_mujocos_product(prig):
+    """full_mass_matrix (either mj_fullM signature: MuJoCo 4's, or 3.3's that the Intel-Mac
+    extension ships) against MuJoCo's own sparse product M v (mj_mulM)."""
+    import mujoco
+
+    from engine.physics.mujoco_backend import MujocoBackend, full_mass_matrix
+
+    be = MujocoBackend(prig)
+    be.set_q(random_q(prig, np.random.default_rng(4)))
+    m, d = be.model, be.data
+    M = full_mass_matrix(m, d, np.zeros((m.nv, m.nv)))
+    v = np.random.default_rng(5).standard_normal(m.nv)
+    Mv = np.zeros(m.nv)
+    mujoco.mj_mulM(m, d, Mv, v)
+    np.testing.assert_allclose(M @ v, Mv, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(M, M.T)

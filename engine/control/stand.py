@@ -35,6 +35,7 @@ import mujoco
 import numpy as np
 from scipy.linalg import solve_discrete_are
 
+from ..physics.mujoco_backend import full_mass_matrix
 from .coordination import _bounded_lsq
 from .tracking import TrackingController
 from ..simulation import MuscleCommand
@@ -278,7 +279,7 @@ class StandController(TrackingController):
         """Each jointed DOF's miss weighted by the acceleration it causes (1 / sqrt(M_jj)); the
         toes' and the ankles' roll and twist FOOT_ROW_WEIGHT of that."""
         M = np.zeros((self.model.nv, self.model.nv))
-        mujoco.mj_fullM(self.model, self.data, M)
+        full_mass_matrix(self.model, self.data, M)
         w = 1.0 / np.sqrt(np.diag(M)[6:])
         m = self.model
         feet, toes = _feet(self.rig)

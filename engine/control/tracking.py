@@ -36,6 +36,7 @@ import numpy as np
 
 from .. import fatigue as fat
 from ..errors import ParameterError
+from ..physics.mujoco_backend import full_mass_matrix
 from ..simulation import MuscleCommand
 from ..rig import GROUPS
 from .coordination import CoordinationWeights, MomentArms, coordinate
@@ -202,7 +203,7 @@ class TrackingController:
         if self._shadow:
             d.qpos[:], d.qvel[:] = q, qd
             mujoco.mj_forward(m, d)
-        mujoco.mj_fullM(m, d, self._M)
+        full_mass_matrix(m, d, self._M)
         # implicitfast integrates joint damping implicitly: the step sees M + dt D
         self._M[np.diag_indices(m.nv)] += m.opt.timestep * m.dof_damping
         return self._M, d.qfrc_bias - d.qfrc_passive

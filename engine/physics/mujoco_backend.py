@@ -115,6 +115,17 @@ def build_mjcf(rig, dt: float, joint_damping: float, ground: bool, pinned: np.nd
     return "\n".join(lines)
 
 
+def full_mass_matrix(model, data, out: np.ndarray) -> np.ndarray:
+    """The dense joint-space inertia matrix into `out` (nv, nv): mj_fullM, whose Python
+    signature changed in MuJoCo 4 ((m, d, dst); 3.3, which the Intel-Mac extension ships,
+    takes (m, dst, qM))."""
+    try:
+        mujoco.mj_fullM(model, data, out)
+    except TypeError:
+        mujoco.mj_fullM(model, out, data.qM)
+    return out
+
+
 class MujocoBackend(Backend):
     """MuJoCo simulation of the rig; see the module docstring."""
 
@@ -126,8 +137,11 @@ class MujocoBackend(Backend):
         self.model = mujoco.MjModel.from_xml_string(self.xml)
         m = self.model
         # speculative contacts (MuJoCo >= 4): a fast body is caught before it passes into the
-        # floor; halves the impact penetration of a falling head at 120 Hz (4.3 -> 2.5 cm)
-        m.opt.enableflags |= int(mujoco.mjtEnableBit.mjENBL_SPECULATIVE)
+        # floor; halves the impact penetration of a falling head at 120 Hz (4.3 -> 2.5 cm).
+        # The Intel-Mac extension ships MuJoCo 3.3 (no wheel of 4 there), which has none.
+        speculative = getattr(mujoco.mjtEnableBit, "mjENBL_SPECULATIVE", None)
+        if speculative is not None:
+            m.opt.enableflags |= int(speculative)
         if lean:
             m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_ISLAND)
         if not self.limits:
@@ -216,4 +230,4 @@ class MujocoBackend(Backend):
         return np.bincount(b[b >= 0], minlength=self.rig.num_bodies)
 
 
-__all__ = ["MujocoBackend", "build_mjcf", "ball_cone"]
+__all__ = ["MujocoBackend", "build_mjcf", "ball_cone", "full_mass_matrix"]
