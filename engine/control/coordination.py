@@ -9,7 +9,8 @@ bounds [alpha_lb, alpha_ub], ground contact forces inside linearised friction co
 holds as well as it can, preferring small activations (sum alpha^2) and using the residual
 only as a last resort. f is linear in alpha at the current muscle state, so this is one
 bounded linear least-squares problem: the contact forces are the non-negative weights beta
-of MuJoCo's pyramid edges, so every bound is a box. It is solved on its dual by a
+of a friction pyramid's edges (a linearised cone; MuJoCo's own are elliptic), so every
+bound is a box. It is solved on its dual by a
 semismooth Newton method (dual_newton, warm-started from the last decision), with DAQP
 and scipy's BVLS as the fallback and the cross-checks.
 """

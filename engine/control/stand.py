@@ -272,7 +272,7 @@ class StandController(TrackingController):
         """G (jointed DOFs x muscles): generalised force per unit activation, and the passive
         part g_PE, at the physics state."""
         f0 = self.rig.muscle_f0
-        flfv, fpe, A, _ = self.muscle_terms(sim, state, margin=0.0)
+        flfv, fpe, A, _ = self.muscle_terms(sim, state, margin=-np.inf)  # no contact rows: not used here
         return (-A.T * (f0 * flfv)[None, :])[6:], (-A.T @ (f0 * fpe))[6:]
 
     def _row_weights(self) -> np.ndarray:

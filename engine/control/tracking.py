@@ -181,8 +181,8 @@ class TrackingController:
     def contact_jacobian(self, state, jac, margin: float | None = None):
         """Friction-pyramid edge Jacobians (4 per point, (n, nv)) of the foot boxes' corners
         that are within `margin` (default contact_margin) of the floor: each edge is n + mu t for a tangent
-        t = +-x, +-y, and its force beta >= 0 (a linearised cone, as MuJoCo's pyramidal
-        contacts). The lowest 4 corners of each contact body are candidates."""
+        t = +-x, +-y, and its force beta >= 0 (a linearised cone; MuJoCo's own are elliptic,
+        engine.physics.mujoco_backend). The lowest 4 corners of each contact body are candidates."""
         w, v = jac  # (nv, B, 3)
         bodies = self._contact_bodies
         corners = np.einsum("bij,bkj->bki", state.rot[bodies], self._corner_local[bodies]) + state.pos[bodies][:, None]
