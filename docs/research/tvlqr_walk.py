@@ -21,6 +21,8 @@ defect is large where the tracker leans on its residual (0.65 body weights in it
 0.1 s, 100-500 N / N m in its first second), the feedforward k then asks the muscles for
 activation changes above 1, and clipped it does not hold. A nominal the muscles can make
 (a residual-free gait found by trajectory optimisation) is what a time-varying LQR needs.
+With the tracker's residual bounded at 0.1 or 0.05 body weights (`--residual`; it walks 4 s
+on 0.028) the replays fall sooner (1.1-1.5 s) and the gains blow up.
 """
 import argparse
 import copy
@@ -116,6 +118,7 @@ def main():
     ap.add_argument("--no-affine", action="store_true", help="leave out the residual's defect (k = 0)")
     ap.add_argument("--mass-metric", action="store_true", help="weigh each DOF's errors by its inertia")
     ap.add_argument("--diag", action="store_true")
+    ap.add_argument("--residual", type=float, default=1.0, help="the recording tracker's residual strength")
     a = ap.parse_args()
 
     # 1. record, linearising every step just before MuJoCo takes it
@@ -134,7 +137,7 @@ def main():
         DIAG.append((0, 0, 0))
     mb.MujocoBackend.step = step
     try:
-        take = simulate_with(Recorder, [(MOTION / "walk.bvh", a.seconds)], tr.TrackingParams(), 1.0)
+        take = simulate_with(Recorder, [(MOTION / "walk.bvh", a.seconds)], tr.TrackingParams(residual=a.residual), 1.0)
     finally:
         mb.MujocoBackend.step = orig_step
     n = len(lin)
@@ -146,7 +149,7 @@ def main():
             top = np.argsort(-np.abs(c[nv_:]))[:4]
             print(f"  c at {t}: |pos| {np.abs(c[:nv_]).max():.4f} |vel| {np.abs(c[nv_:]).max():.3f} top vel DOFs "
                   f"{[(int(i), round(float(c[nv_ + i]), 3)) for i in top]}, root vel {c[nv_:nv_ + 6].round(4)}, residual {REC['res'][t].round(1)}")
-    print(f"recorded {len(REC['q'])} decisions, {n} steps; residual {take.meta['summary']['residual_mean_body_weights']} BW, "
+    print(f"recorded {len(REC['q'])} decisions, {n} steps ({'fell at %.2f s' % take.meta['summary']['stopped_at_s'] if take.meta['summary']['fell'] else 'no fall'}); residual {take.meta['summary']['residual_mean_body_weights']} BW, "
           f"|c| mean {np.mean([np.linalg.norm(c) for _, _, c in lin]):.4f}")
 
     # 2. the affine backward Riccati pass, activations as inputs
