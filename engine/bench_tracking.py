@@ -7,7 +7,6 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
 
 WALK = Path(__file__).resolve().parents[2] / "shared" / "reference" / "mass" / "motion" / "walk.bvh"
 
@@ -61,4 +60,33 @@ def bench_tracking(seconds: float = 2.0, rig_name: str = "human284", clip: str |
     gap = summary["ground_force_gap_body_weights"]
     if gap is not None:
         lines.append(f"  ground force planned vs given by the physics: {gap:.3f} body weights apart a step (mean)")
+    return summary, lines
+
+
+def bench_stand(seconds: float = 2.0, rig_name: str = "human284", clip: str | None = None):
+    """Speed of the stand controller (engine.control.stand) holding the walk's pose at 0.25 s
+    without the residual: its set-up (balanced pose, linearisation, LQR) and its steps.
+    Returns (summary dict, lines)."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from . import fatigue as fat
+    from .control.tracking import TrackingParams
+    from .rig import load_rig
+    from .take import simulate
+
+    rig = load_rig(rig_name)
+    clip = clip or f"{WALK}@0.25"
+    t0 = time.perf_counter()
+    take = simulate(rig, [(clip, float(seconds))], params=TrackingParams(residual=0.0),
+                    fatigue=fat.FatigueParams(scale=0.0), label="bench stand")
+    elapsed = time.perf_counter() - t0
+    t = take.meta["timing"]
+    steps = max(t["steps"], 1)
+    controller_us, total_us = 1e6 * t["controller_s"] / steps, 1e6 * t["wall_s"] / steps
+    summary = dict(setup_s=round(elapsed - t["wall_s"], 2), step_us=dict(stand_controller=round(controller_us, 1),
+                   stand_total=round(total_us, 1)), realtime_factor=round((1 / 120) / (total_us * 1e-6), 3),
+                   fell=take.meta["summary"]["fell"])
+    lines = [f"stand controller, a held pose without the residual, {take.meta['simulated_seconds']:.1f} s:",
+             f"  set-up (balanced pose, linearisation, LQR, demands) {summary['setup_s']:.2f} s",
+             f"  controller {controller_us:9.1f} us/step; whole loop {total_us:9.1f} us/step = "
+             f"{summary['realtime_factor']}x real time"]
     return summary, lines

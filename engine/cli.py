@@ -149,9 +149,11 @@ def cmd_bench(args) -> int:
 
     summary, lines = run_bench(seconds=args.seconds, rig_name=args.rig, backends=args.backends)
     if args.tracking > 0:
-        from .bench_tracking import bench_tracking
+        from .bench_tracking import bench_stand, bench_tracking
 
         summary["tracking"], more = bench_tracking(seconds=args.tracking, rig_name=args.rig)
+        lines += more
+        summary["stand"], more = bench_stand(seconds=args.tracking, rig_name=args.rig)
         lines += more
     _emit(summary, args.json, lines)
     return 0

@@ -68,6 +68,9 @@ def test_bench_json_reports_every_stage():
     # the parts add up to (no more than) the whole loop
     parts = t["tracking_prepare"] + t["tracking_solve"] + t["muscles_and_physics"]
     assert 0 < parts <= t["tracking_total"] * 1.01
+    st = s["stand"]  # the stand controller: its set-up and its steps, and it held the pose
+    assert st["setup_s"] > 0 and 0 < st["step_us"]["stand_controller"] <= st["step_us"]["stand_total"]
+    assert not st["fell"]
 
 
 def test_help_has_examples():
