@@ -31,6 +31,8 @@ falls within ~1 s and the research whole-body solve within ~2 s.
 """
 from __future__ import annotations
 
+import copy
+
 import mujoco
 import numpy as np
 from scipy.linalg import solve_discrete_are
@@ -177,8 +179,6 @@ def linearise(model, q0, u0) -> tuple[np.ndarray, np.ndarray]:
     """(A, B) of the physics step about q0 at rest under the generalised force u0 (its
     jointed part), by centred finite differences; B per unit of generalised force on each
     jointed DOF."""
-    import copy
-
     model = copy.deepcopy(model)  # the constraint solve converged tightly: finite differences of
     model.opt.tolerance, model.opt.iterations = 1e-12, 1000  # a loose one are noise (66 % off)
     nv = model.nv
@@ -297,7 +297,6 @@ class StandController(TrackingController):
             self._design(sim.fatigue.MF)
             self._designed_at = sim.steps
         q, qd = sim.physics.get_q()
-        self.advance_pace(sim)
         dq = self.plan.space.diff(self.q0, q)
         G, g_pe = self._generalised(sim, state)
         p = sim.muscles.params
@@ -309,11 +308,7 @@ class StandController(TrackingController):
         x, status, act = _bounded_lsq(self._rows[:, None] * G, self._rows * (wanted - g_pe), np.ones(n_m), lb,
                                       np.maximum(ub, lb), "newton", self._warm, np.zeros(n_m), self._active, n_m, info)
         self._warm, self._active = x, act
-        self.stats["solver_steps"] += info.get("steps", 0)
-        self.stats["solver_fallbacks"] += bool(info.get("fallback"))
-        self.stats["prepare_s"] += t1 - t0
-        self.stats["solve_s"] += time.perf_counter() - t1
-        self.stats["decisions"] += 1
+        self.tally(t1 - t0, time.perf_counter() - t1, info)
         self.last = dict(q_ref=self.q0, activation=x, residual=np.zeros(6), status=status, contact_rows=0)
         return MuscleCommand(x, None, None)
 

@@ -278,8 +278,6 @@ class TrackingController:
         info = {}
         sol = coordinate(tau, A, rig.muscle_f0, d.flfv, d.fpe, lb, ub, self.params.weights, warm=self._warm,
                          Jc=Jc, residual_bound=self.residual_bound, active=self._active, info=info)
-        self.stats["solver_steps"] += info.get("steps", 0)
-        self.stats["solver_fallbacks"] += bool(info.get("fallback"))
         contact_gf = Jc.T @ sol.contact
         g = sol.residual
         self._warm, self._active = sol.activation, sol.active
@@ -293,7 +291,14 @@ class TrackingController:
         achieved[:6] += g
         self.last = dict(tau=tau, achieved=achieved, contact_gf=contact_gf, muscle_gf=sol.achieved, residual=g, activation=sol.activation,
                          lb=lb, ub=ub, contact_rows=len(Jc), q_ref=q_ref, status=sol.status)
-        self.stats["prepare_s"] += t1 - t0
-        self.stats["solve_s"] += t2 - t1
-        self.stats["decisions"] += 1
+        self.tally(t1 - t0, t2 - t1, info)
         return MuscleCommand(sol.activation, force, torque)
+
+    def tally(self, prepare_s: float, solve_s: float, info: dict) -> None:
+        """Count one decision in `stats`: its preparation and solve times, and the solve's
+        Newton steps and fallback (`info` from engine.control.coordination)."""
+        self.stats["prepare_s"] += prepare_s
+        self.stats["solve_s"] += solve_s
+        self.stats["solver_steps"] += info.get("steps", 0)
+        self.stats["solver_fallbacks"] += bool(info.get("fallback"))
+        self.stats["decisions"] += 1
