@@ -76,7 +76,7 @@ BPY_PYTEST   := pytest==9.2.0
 bpy_numpy = $(if $(filter 4.2.%,$(1)),1.24.3,1.26.4)
 BLENDER_STAMPS := $(foreach v,$(BPY_FULL) $(BPY_SMOKE),$(BLENDER_ENVS)/bpy-$(v)/.installed)
 BLENDER_PYTEST = cd tests/blender && env -u OPENBLAS_NUM_THREADS SINEW_EXTENSION_ZIP=$(LINUX_ZIP) \
-	../../$(BLENDER_ENVS)/bpy-$(1)/bin/python -I -m pytest -p no:cacheprovider --confcutdir . --import-mode=importlib -q
+	../../$(BLENDER_ENVS)/bpy-$(1)/bin/python -I -m pytest -p no:cacheprovider -o tmp_path_retention_policy=failed --confcutdir . --import-mode=importlib -q
 BLENDER_TESTS = ($(call BLENDER_PYTEST,$(BPY_FULL))) && \
 	for v in $(BPY_SMOKE); do ($(call BLENDER_PYTEST,$$v) -m smoke) || exit 1; done
 LINUX_ZIP = $(CURDIR)/dist/sinew-$(shell sed -n 's/^version = "\(.*\)"/\1/p' blender_manifest.toml)-linux_x64.zip
@@ -86,7 +86,7 @@ blender-envs: $(BLENDER_STAMPS)
 $(BLENDER_ENVS)/bpy-%/.installed:
 	rm -rf $(BLENDER_ENVS)/bpy-$*
 	$(PYTHON) -m venv $(BLENDER_ENVS)/bpy-$*
-	$(BLENDER_ENVS)/bpy-$*/bin/python -m pip install --quiet "bpy==$*" "numpy==$(call bpy_numpy,$*)" "$(BPY_PYTEST)"
+	$(BLENDER_ENVS)/bpy-$*/bin/python -m pip install --quiet --no-cache-dir "bpy==$*" "numpy==$(call bpy_numpy,$*)" "$(BPY_PYTEST)"
 	touch $@
 
 test-blender: $(STAMP) blender-envs extension

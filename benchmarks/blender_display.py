@@ -20,15 +20,19 @@ steadiest figure for comparing two versions.
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sinew-bench-"))
+if "BLENDER_USER_RESOURCES" not in os.environ:  # the installed zip (~200 MB) goes with the process
+    os.environ["BLENDER_USER_RESOURCES"] = tempfile.mkdtemp(prefix="sinew-bench-")
+    atexit.register(shutil.rmtree, os.environ["BLENDER_USER_RESOURCES"], ignore_errors=True)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

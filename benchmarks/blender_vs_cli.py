@@ -79,10 +79,11 @@ def run_cli(clip: str, seconds: float, scale: float) -> dict:
 
 def run_blender(python: Path, zip_path: Path, clip: str, seconds: float, scale: float) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    env["BLENDER_USER_RESOURCES"] = tempfile.mkdtemp(prefix="sinew-bench-user-")
-    r = subprocess.run([str(python), "-I", str(Path(__file__).resolve()), "--inside-blender", "--zip", str(zip_path),
-                        "--clip", clip, "--seconds", str(seconds), "--fatigue-scale", str(scale)],
-                       capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
+    with tempfile.TemporaryDirectory(prefix="sinew-bench-user-") as user:  # the installed zip, ~200 MB
+        env["BLENDER_USER_RESOURCES"] = user
+        r = subprocess.run([str(python), "-I", str(Path(__file__).resolve()), "--inside-blender", "--zip",
+                            str(zip_path), "--clip", clip, "--seconds", str(seconds), "--fatigue-scale", str(scale)],
+                           capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
     line = next((ln for ln in reversed(r.stdout.splitlines()) if ln.startswith("{")), None)
     if r.returncode != 0 or line is None:
         raise SystemExit(f"blender_vs_cli: the Blender-like run failed: {(r.stdout + r.stderr).strip()[-800:]}")

@@ -22,9 +22,11 @@ conftest is imported; the zip is built by tools/build_extension.py if dist/ has 
 (set SINEW_EXTENSION_ZIP to test another one)."""
 from __future__ import annotations
 
+import atexit
 import importlib
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,6 +43,9 @@ RUNTIME = ("daqp", "mujoco", "scipy", "threadpoolctl")
 BLENDER_LIKE = not any(importlib.util.find_spec(m) for m in RUNTIME)
 _USER = tempfile.mkdtemp(prefix="sinew-blender-user-")
 os.environ.setdefault("BLENDER_USER_RESOURCES", _USER)
+# the installed extension is ~200 MB (its wheels unpacked): gone with the session, or a few
+# runs fill a CI disk (one did)
+atexit.register(shutil.rmtree, _USER, ignore_errors=True)
 
 bpy = pytest.importorskip("bpy")
 

@@ -94,8 +94,8 @@ def _install_in_fresh_blender(zip_path: Path) -> str:
             f"except Exception as e:\n"
             f"    print('EXCEPTION', e)\n"
             f"print('ENABLED', [k for k in bpy.context.preferences.addons.keys() if k.endswith('sinew')])\n")
-    env = dict(os.environ, BLENDER_USER_RESOURCES=tempfile.mkdtemp(prefix="sinew-bad-zip-"))
-    r = _isolated(code, env)
+    with tempfile.TemporaryDirectory(prefix="sinew-bad-zip-") as user:
+        r = _isolated(code, dict(os.environ, BLENDER_USER_RESOURCES=user))
     return r.stdout + r.stderr
 
 
