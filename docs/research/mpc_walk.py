@@ -110,10 +110,45 @@ class MPC(tr.TrackingController):
         wv = np.full(nv, a.w_vel)
         wv[:6] = a.w_root_vel
         self.Wq, self.Wv = wq, wv
+        self.P = None
+        self.guide_act = None
         self.plan_u = None  # the current plan: activations (T, M), states, gains
         self.k_in = 0
         self.log = []
         self.t_plan = 0.0
+
+    def start(self, sim):
+        """Called by the take after it has put the character at the reference's start."""
+        if ARGS.terminal_lqr:
+            self.terminal_lqr(sim)
+
+    def space_diff(self, qa, qb):
+        out = np.empty(self.model.nv)
+        mujoco.mj_differentiatePos(self.model, out, 1.0, qa, qb)
+        return out
+
+    def terminal_lqr(self, sim):
+        """P of the stand controller's LQR about the held reference's balanced pose (a held
+        pose only: the value of bringing the body to rest there). The stand controller is
+        built on the shadow (it becomes the guide with --stand-guide) and the character is
+        put where it starts: the balanced pose at rest, the muscles at a0."""
+        from scipy.linalg import solve_discrete_are
+
+        from engine.control import stand
+
+        sh = self.shadow
+        self.sync(sim)
+        sc = stand.StandController(sh, self.plan, tr.TrackingParams(residual=0.0))
+        sc.start(sh)
+        mujoco.mj_copyData(sim.physics.data, sim.physics.model, sh.physics.data)
+        sim.fatigue = sh.fatigue.copy()
+        sim.state = sim.physics.body_state()
+        Bm = sc._B @ sc.G0
+        self.P = ARGS.p_scale * solve_discrete_are((1.0 - 1e-4) * sc._A, Bm, sc._Q,
+                                                   stand.R_ACTIVATION * np.eye(Bm.shape[1]))
+        self.q0 = sc.q0
+        if ARGS.stand_guide:
+            self.guide_act = lambda sh_, st: np.concatenate([sc.act(sh_, st).activation, np.zeros(6)])
 
     # ---- the shadow ---------------------------------------------------------------------
     def sync(self, sim):
@@ -157,8 +192,11 @@ class MPC(tr.TrackingController):
                     mujoco.mj_differentiatePos(self.model, dq, 1.0, nq[t], q)
                     u += alpha * k[t] + K[t] @ np.concatenate([dq, qd - nqd[t]])
             else:
-                self.guide.last = None
-                u = np.concatenate([self.guide.act(sh, sh.state).activation, self.guide.last["residual"]])
+                if self.guide_act is not None:
+                    u = self.guide_act(sh, sh.state)
+                else:
+                    self.guide.last = None
+                    u = np.concatenate([self.guide.act(sh, sh.state).activation, self.guide.last["residual"]])
             lb, ub = fat.activation_bounds(sh.fatigue.MA, sh.fatigue.MR, sh.muscles.dt, p.F_eff, p.LD, p.LR)
             u[:n_m] = np.clip(u[:n_m], lb, np.maximum(ub, lb))
             if self.w_res >= 1e8:
@@ -190,15 +228,23 @@ class MPC(tr.TrackingController):
             sh.physics.data.qfrc_applied[:6] = 0.0
         q, qd = sh.physics.get_q()
         e, ev = self.cost_terms(q, qd, sh.steps)
-        cost += 0.5 * a.terminal * (e @ (self.Wq * e) + ev @ (self.Wv * ev))
+        if self.P is not None:  # the stand controller's infinite-horizon value about its balanced pose
+            x = np.concatenate([self.space_diff(self.q0, q), qd])
+            e, ev = ("P", x), None
+            cost += 0.5 * x @ self.P @ x
+        else:
+            cost += 0.5 * a.terminal * (e @ (self.Wq * e) + ev @ (self.Wv * ev))
         return np.array(Q), np.array(QD), np.array(U), cost, lins, (e, ev)
 
     def backward(self, lins, terminal, U, mu=0.0):
         a = ARGS
         e, ev = terminal
         Wx = np.concatenate([self.Wq, self.Wv])
-        Vx = a.terminal * Wx * np.concatenate([e, ev])
-        Vxx = np.diag(a.terminal * Wx)
+        if ev is None:  # the stand controller's value
+            Vx, Vxx = self.P @ e[1], self.P.copy()
+        else:
+            Vx = a.terminal * Wx * np.concatenate([e, ev])
+            Vxx = np.diag(a.terminal * Wx)
         T = len(lins)
         Ks, ks = [None] * T, [None] * T
         for t in range(T - 1, -1, -1):
@@ -375,6 +421,11 @@ def main():
     ap.add_argument("--exec-residual", action="store_true", help="play the plan's residual too")
     ap.add_argument("--tvlqr", action="store_true", help="re-record the tracker with its residual every --every "
                     "steps over --horizon, play it without by a time-varying LQR")
+    ap.add_argument("--terminal-lqr", action="store_true", help="a held pose: the stand controller's "
+                    "LQR value as the terminal cost (and its start in the balanced pose)")
+    ap.add_argument("--p-scale", type=float, default=1.0)
+    ap.add_argument("--stand-guide", action="store_true", help="with --terminal-lqr: the stand controller "
+                    "is the warm start past the last plan")
     ap.add_argument("--tv-q", type=float, default=1e4)
     ap.add_argument("--tv-qv", type=float, default=10.0)
     ap.add_argument("--tv-r", type=float, default=100.0)
