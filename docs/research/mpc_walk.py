@@ -92,6 +92,9 @@ def linearise(model, src, fd_eps, centred):
 
 
 class MPC(tr.TrackingController):
+    """The receding-horizon controller of the module docstring; a TrackingController only for
+    the take's plumbing (reference, stats). Options come from the command line (ARGS)."""
+
     def __init__(self, sim, plan, params=None):
         super().__init__(sim, plan, params)
         a = ARGS
