@@ -55,7 +55,7 @@ FATIGUE = None
 
 def linearise(model, src, fd_eps, centred):
     """(A, B_tau) of the coming step of MjData `src` (half-stepped, its applied wrench set):
-    next tangent state per state and per generalised force on the jointed DOFs."""
+    next tangent state per state and per generalised force on every DOF (the root's 6 first)."""
     nv = model.nv
     d = mujoco.MjData(model)
     d.qpos[:], d.qvel[:] = src.qpos, src.qvel
@@ -65,8 +65,8 @@ def linearise(model, src, fd_eps, centred):
     mujoco.mj_forward(model, d)
     A = np.zeros((2 * nv, 2 * nv))
     B = np.zeros((2 * nv, nv))
-    # the generalised force enters as qfrc_applied; MuJoCo has no derivative for it, but an
-    # actuator-free model's ctrl is empty: perturb qfrc_applied by hand
+    # mjd_transitionFD differentiates by ctrl only (this model has no actuators): B_tau by
+    # perturbing qfrc_applied here
     mujoco.mjd_transitionFD(model, d, fd_eps, centred, A, None, None, None)
     q0 = d.qpos.copy()
     work = mujoco.MjData(model)
@@ -113,22 +113,18 @@ class MPC(tr.TrackingController):
         wv = np.full(nv, a.w_vel)
         wv[:6] = a.w_root_vel
         self.Wq, self.Wv = wq, wv
+        self.diff = plan.space.diff  # qb - qa on the configuration manifold
         self.P = None
         self.guide_act = None
         self.plan_u = None  # the current plan: activations (T, M), states, gains
         self.k_in = 0
-        self.log = []
         self.t_plan = 0.0
+        self.max_dev = 0.0  # largest |played state - planned state| (0: the shadow is exact)
 
     def start(self, sim):
         """Called by the take after it has put the character at the reference's start."""
         if ARGS.terminal_lqr:
             self.terminal_lqr(sim)
-
-    def space_diff(self, qa, qb):
-        out = np.empty(self.model.nv)
-        mujoco.mj_differentiatePos(self.model, out, 1.0, qa, qb)
-        return out
 
     def terminal_lqr(self, sim):
         """P of the stand controller's LQR about the held reference's balanced pose (a held
@@ -168,32 +164,27 @@ class MPC(tr.TrackingController):
 
     def cost_terms(self, q, qd, step):
         q_ref, v_ref, _ = self.guide.reference(step)
-        e = np.empty(self.model.nv)
-        mujoco.mj_differentiatePos(self.model, e, 1.0, q_ref, q)
-        ev = qd - v_ref
-        return e, ev
+        return self.diff(q_ref, q), qd - v_ref
 
     def rollout(self, sim, us, nominal=None, alpha=0.0, lin=False):
-        """From sim's state: activations us[t] (+ alpha k_t + K_t dx against `nominal`), the
-        guide tracker past len(us). Returns (xs_q, xs_qd, us_applied, cost, lins, fell)."""
+        """From sim's state: activations (and root forces) us[t] (+ alpha k_t + K_t dx against
+        `nominal`), the guide past len(us). Returns (states q, qd, the inputs played, cost,
+        linearisations, the terminal cost's gradient and Hessian in the tangent state)."""
         self.sync(sim)
         sh = self.shadow
         a = ARGS
-        nv = self.model.nv
         Q, QD, U, lins = [], [], [], []
         cost = 0.0
         p = sh.muscles.params
-        dq = np.empty(nv)
+        n_m = self.n_m
         orig_step = sh.physics.step
         for t in range(self.H):
             q, qd = sh.physics.get_q()
-            n_m = self.n_m
             if t < len(us):
                 u = us[t].copy()
                 if nominal is not None:
                     nq, nqd, K, k = nominal
-                    mujoco.mj_differentiatePos(self.model, dq, 1.0, nq[t], q)
-                    u += alpha * k[t] + K[t] @ np.concatenate([dq, qd - nqd[t]])
+                    u += alpha * k[t] + K[t] @ np.concatenate([self.diff(nq[t], q), qd - nqd[t]])
             else:
                 if self.guide_act is not None:
                     u = self.guide_act(sh, sh.state)
@@ -230,24 +221,20 @@ class MPC(tr.TrackingController):
                 sh.step(MuscleCommand(u[:n_m], None, None))
             sh.physics.data.qfrc_applied[:6] = 0.0
         q, qd = sh.physics.get_q()
-        e, ev = self.cost_terms(q, qd, sh.steps)
         if self.P is not None:  # the stand controller's infinite-horizon value about its balanced pose
-            x = np.concatenate([self.space_diff(self.q0, q), qd])
-            e, ev = ("P", x), None
-            cost += 0.5 * x @ self.P @ x
+            x, Vxx = np.concatenate([self.diff(self.q0, q), qd]), self.P
         else:
-            cost += 0.5 * a.terminal * (e @ (self.Wq * e) + ev @ (self.Wv * ev))
-        return np.array(Q), np.array(QD), np.array(U), cost, lins, (e, ev)
+            x = np.concatenate(self.cost_terms(q, qd, sh.steps))
+            Vxx = np.diag(a.terminal * np.concatenate([self.Wq, self.Wv]))
+        cost += 0.5 * x @ Vxx @ x
+        return np.array(Q), np.array(QD), np.array(U), cost, lins, (Vxx @ x, Vxx)
 
     def backward(self, lins, terminal, U, mu=0.0):
+        """iLQR's backward pass from the terminal (Vx, Vxx); (K, k) per step, or (None, None)
+        where Quu is not positive definite at this regularisation mu."""
         a = ARGS
-        e, ev = terminal
+        Vx, Vxx = terminal
         Wx = np.concatenate([self.Wq, self.Wv])
-        if ev is None:  # the stand controller's value
-            Vx, Vxx = self.P @ e[1], self.P.copy()
-        else:
-            Vx = a.terminal * Wx * np.concatenate([e, ev])
-            Vxx = np.diag(a.terminal * Wx)
         T = len(lins)
         Ks, ks = [None] * T, [None] * T
         for t in range(T - 1, -1, -1):
@@ -297,7 +284,7 @@ class MPC(tr.TrackingController):
         a = ARGS
         if a.tvlqr:  # re-record the tracker (with its residual) from here; play it without
             self.w_res = 0.0  # the nominal keeps its residual
-            Q, QD, U, c, lins, _ = self.rollout(sim, [], lin=True)
+            Q, QD, U, _, lins, _ = self.rollout(sim, [], lin=True)
             self.plan_u, self.plan_q, self.plan_qd = U.copy(), Q, QD
             self.plan_u[:, self.n_m:] = 0.0
             self.plan_K = self.tvlqr(lins)
@@ -325,7 +312,7 @@ class MPC(tr.TrackingController):
             if stage == 0:
                 cost0, terms0 = cost_s, self.terms
             terms1 = self.terms
-            best = (cost_s, Q, QD, U, None, None)
+            best = (cost_s, Q, QD, U, None)
             for it in range(a.iters):
                 improved = False
                 for mu in (a.mu, 10 * a.mu + 1.0, 100 * a.mu + 100.0, 1e4):
@@ -337,7 +324,7 @@ class MPC(tr.TrackingController):
                         Qn, QDn, Un, c, _, _ = self.rollout(sim, U, (Q, QD, Ks, ks), alpha)
                         tried.append((round(mu, 1), round(alpha, 2), round(c, 1)))
                         if c < best[0]:
-                            best = (c, Qn, QDn, Un, Ks, None)
+                            best = (c, Qn, QDn, Un, Ks)
                             terms1 = self.terms
                             improved = True
                             break
@@ -354,12 +341,11 @@ class MPC(tr.TrackingController):
                 print(f"    stage w_res {w:g}: cost {best[0]:.1f}, residual force {res:.3f} BW, plan end z "
                       f"{100 * eT[2]:.1f} cm tilt {np.degrees(np.linalg.norm(eT[3:5])):.1f} joints "
                       f"{np.degrees(np.sqrt((eT[6:] ** 2).mean())):.1f}, {len(tried)} tries", flush=True)
-        c, Q, QD, U, Ks, _ = best
+        c, Q, QD, U, Ks = best
         self.plan_u, self.plan_q, self.plan_qd = U, Q, QD
         self.plan_K = Ks
         self.k_in = 0
         self.t_plan += time.perf_counter() - t0
-        self.log.append((sim.time, cost0, c, tried if a.iters else None))
         if a.verbose:
             q, qd = sim.physics.get_q()
             e, ev = self.cost_terms(q, qd, sim.steps)
@@ -378,11 +364,9 @@ class MPC(tr.TrackingController):
         u = self.plan_u[t].copy()
         q, qd = sim.physics.get_q()
         dev = np.abs(q - self.plan_q[t]).max()
-        self.max_dev = max(getattr(self, "max_dev", 0.0), dev)
+        self.max_dev = max(self.max_dev, dev)
         if dev > 1e-9 and self.plan_K is not None:
-            dq = np.empty(self.model.nv)
-            mujoco.mj_differentiatePos(self.model, dq, 1.0, self.plan_q[t], q)
-            fb = self.plan_K[t] @ np.concatenate([dq, qd - self.plan_qd[t]])
+            fb = self.plan_K[t] @ np.concatenate([self.diff(self.plan_q[t], q), qd - self.plan_qd[t]])
             u[:len(fb)] += fb
         self.k_in += 1
         q_ref = self.guide.reference(sim.steps)[0]
