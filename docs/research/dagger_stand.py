@@ -31,11 +31,24 @@ from engine.control.plan import MotionPlan, load_clip  # noqa: E402
 from engine.control.policy import fatigue_parts, fatigue_weights, state_features  # noqa: E402
 from engine.rig import load_rig  # noqa: E402
 from engine.simulation import MuscleCommand, Simulation  # noqa: E402
+from engine.take import FALL_ROOT_HEIGHT  # noqa: E402
 from root_acceleration_tracking import held_pose_bvh  # noqa: E402
 
 
 PERIOD = 1  # physics steps per decision (--period)
 FULL_FATIGUE = False  # every muscle's M_F in the features too (--muscle-fatigue)
+
+
+def _copied(sim) -> mujoco.MjData:
+    """A copy of the simulation's MuJoCo data (a start state to reset to)."""
+    d = mujoco.MjData(sim.physics.model)
+    mujoco.mj_copyData(d, sim.physics.model, sim.physics.data)
+    return d
+
+
+def fallen(sim) -> bool:
+    """The pelvis below the take's fall height (engine.take.FALL_ROOT_HEIGHT)."""
+    return sim.physics.get_q()[0][2] < FALL_ROOT_HEIGHT
 
 
 class Setup:
@@ -52,11 +65,8 @@ class Setup:
         sim.state = sim.physics.body_state()
         self.expert = stand.StandController(sim, self.plan, tr.TrackingParams(residual=0.0))
         self.expert.start(sim)
-        self.start_data = mujoco.MjData(sim.physics.model)
-        mujoco.mj_copyData(self.start_data, sim.physics.model, sim.physics.data)
-        self.start_fatigue = sim.fatigue.copy()
         self.W = fatigue_weights(rig)
-        self.snapshots = [(self.start_data, self.start_fatigue, 0)]
+        self.snapshots = [(_copied(sim), sim.fatigue.copy(), 0)]  # start states: MuJoCo data, fatigue, step
 
     def record_snapshots(self, seconds: float) -> float:
         """Run the expert for `seconds` from the start, keeping a start state every second
@@ -66,10 +76,8 @@ class Setup:
         for i in range(int(seconds * 120)):
             sim.step(expert.act(sim, sim.state))
             if sim.steps % 120 == 0:
-                d = mujoco.MjData(sim.physics.model)
-                mujoco.mj_copyData(d, sim.physics.model, sim.physics.data)
-                self.snapshots.append((d, sim.fatigue.copy(), sim.steps))
-            if sim.physics.get_q()[0][2] < 0.5:
+                self.snapshots.append((_copied(sim), sim.fatigue.copy(), sim.steps))
+            if fallen(sim):
                 break
         return sim.time
 
@@ -131,28 +139,23 @@ def rollout(setup, rng, seconds, learner=None, beta=1.0, act_noise=0.0, qd_noise
     t_start = setup.sim.time
     sim, expert = setup.sim, setup.expert
     X, Y = [], []
-    a = None
     for i in range(int(seconds * 120)):
-        if a is not None and i % PERIOD:  # between decisions the activations are held
-            sim.step(MuscleCommand(a, None, None))
-            if sim.physics.get_q()[0][2] < 0.5:
-                return X, Y, sim.time - t_start
-            continue
-        x = setup.features()
-        a_exp = expert.act(sim, sim.state).activation if (label or learner is None) else None
-        if learner is None or rng.random() < beta:
-            a = a_exp
-        else:
-            with torch.no_grad():
-                a = learner(torch.as_tensor(x, dtype=torch.float32)[None])[0].numpy().astype(float)
-        if label:
-            X.append(x)
-            Y.append(a_exp)
-        if act_noise:
-            a = np.clip(a + act_noise * rng.standard_normal(len(a)), 0.0, 1.0)
+        if i % PERIOD == 0:  # a decision; between decisions the activations are held
+            x = setup.features()
+            a_exp = expert.act(sim, sim.state).activation if (label or learner is None) else None
+            if learner is None or rng.random() < beta:
+                a = a_exp
+            else:
+                with torch.no_grad():
+                    a = learner(torch.as_tensor(x, dtype=torch.float32)[None])[0].numpy().astype(float)
+            if label:
+                X.append(x)
+                Y.append(a_exp)
+            if act_noise:
+                a = np.clip(a + act_noise * rng.standard_normal(len(a)), 0.0, 1.0)
         sim.step(MuscleCommand(a, None, None))
-        if sim.physics.get_q()[0][2] < 0.5:
-            return X, Y, sim.time - t_start
+        if fallen(sim):
+            break
     return X, Y, sim.time - t_start
 
 
