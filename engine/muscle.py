@@ -89,6 +89,12 @@ def pd_force(l, l_dot, l_target, kp, kd, xp=np):
     return xp.clip(kp * (l - l_target) + kd * l_dot, 0.0, None)
 
 
+def pd_action_for_force(f, l, l_dot, l_tpose, kp, kd):
+    """The PD action a whose force (eq. 4) at length l and rate dl/dt is f > 0: eq. 4 and 11
+    solved for a (a muscle-space PD target that asks for a given force, e.g. an expert's)."""
+    return (l - (f - kd * l_dot) / kp) / l_tpose - 1.0
+
+
 def pd_activation(f_pd, f0, lbar, vbar, xp=np):
     """Activation that produces the PD force: alpha_pd = (f_pd / f0 - f_PE) / (f_l f_v) (eq. 5)."""
     return activation_from_factors(f_pd, f0, *active_and_passive(lbar, vbar, xp), xp)

@@ -287,9 +287,13 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     sim.state = sim.physics.body_state()
     schedule = PushSchedule(rig, pushes, sim.dt)
     if controller == "policy":  # the posterior follows the plan: every clip of the chain, cross-fades included
-        from .control.policy import PlanTrack
+        from .control.policy import POLICY_PERIOD, PlanTrack
+        from .control.stand import is_stance, start_stance
 
-        ctrl = PolicyController(policy, rig, mode="track", reference=PlanTrack(rig, plan), seed=int(seed))
+        track = PlanTrack(rig, plan, int(policy.meta.get("period", POLICY_PERIOD)))
+        ctrl = PolicyController(policy, rig, mode="track", reference=track, seed=int(seed))
+        if is_stance(sim, plan):  # a held pose starts balanced, as the stand controller starts it
+            start_stance(sim, plan)
     else:
         ctrl = tracking_controller(sim, plan, params)  # a still reference without the residual: stood
     # the reference as the controller plays it (the tracker's pace governor slows it)

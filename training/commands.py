@@ -17,7 +17,12 @@ EPILOG_TRAIN = """examples:
   sinew train --config heading --out runs/walk --resume      # add the heading/speed task policy
   sinew train --config tiny --out runs/tiny --json           # summary as JSON on the last line
 
---config takes a TOML path or a name from training/configs (tiny, walk_cpu, paper, heading).
+  sinew train --config stand --out runs/stand                # DAgger from the stand controller (~10 min)
+
+--config takes a TOML path or a name from training/configs (tiny, walk_cpu, paper, heading,
+stand). A config with a [dagger] table teaches the policy from an expert controller instead
+(training/dagger.py: the stand controller holding the clip's CLIP@SECONDS pose); --iterations
+then counts DAgger rounds, and such a run does not resume.
 The run folder gets checkpoint.pt, log.csv, learning_curve.png and config.json.
 Ctrl-C (or SIGTERM) stops after the iteration under way and saves the checkpoint, which
 --resume continues; the exit status is then 130 (143 for SIGTERM).
@@ -34,10 +39,11 @@ normalisation statistics and the networks' weights; the engine loads it without 
 
 
 def add_train_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("train", help="MuscleVAE model-based training (torch)",
+    p = subparsers.add_parser("train", help="train a MuscleVAE policy (torch)",
                               description="Train a MuscleVAE policy (MuscleVAE Algorithm 1): rollouts in "
                               "the simulator, a learned world model, prior/posterior/policy trained "
-                              "through it; with a [task] table, the heading/speed policy (appendix B.3).",
+                              "through it; with a [task] table, the heading/speed policy (appendix B.3); "
+                              "with a [dagger] table, taught by the stand controller (DAgger).",
                               epilog=EPILOG_TRAIN, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="TOML config path or name in training/configs (required unless --resume)")
     p.add_argument("--out", default=None, help="run folder (default runs/<config name>)")
@@ -95,6 +101,8 @@ def _train(args, stop) -> int:
 
     from .trainer import CHECKPOINT, Trainer
 
+    if cfg is not None and cfg.dagger is not None:
+        return _train_dagger(args, cfg, out, stop)
     if args.resume:
         if not (out / CHECKPOINT).is_file():
             raise ParameterError("resume", f"no checkpoint in {out}; train it first")
@@ -121,6 +129,32 @@ def _train(args, stop) -> int:
 
         print(stopped_line("train", stop, f"after iteration {tr.iteration} of {total}",
                            f"the checkpoint {out / CHECKPOINT} (continue with: sinew train --out {out} --resume)"),
+              file=sys.stderr)
+        return stop.exit_code
+    return 0
+
+
+def _train_dagger(args, cfg, out, stop) -> int:
+    """A config with a [dagger] table: the policy taught by the stand controller (training/dagger.py)."""
+    from engine.errors import ParameterError
+
+    from .dagger import CHECKPOINT, DaggerTrainer
+
+    if args.resume:
+        raise ParameterError("resume", "a [dagger] run does not resume (a round takes about a minute and its "
+                             "labels are not kept); train it again into a new --out")
+    if (out / CHECKPOINT).exists():
+        raise ParameterError("out", f"{out} already holds a run; choose another --out")
+    tr = DaggerTrainer(cfg, out)
+    s = tr.train(args.iterations, stop=stop)
+    _emit(s, args.json, [f"trained {s['rounds']} DAgger rounds in {s['seconds']:.1f} s -> {s['out']}",
+                         f"{s['labels']} expert labels, RMS force error {s['force_err_f0']} f0; the policy alone "
+                         f"stood {s['eval_stood_s']} s of {s['eval_seconds']:g}",
+                         f"log {out / 'log.csv'}, curves {out / 'learning_curve.png'}"])
+    if stop.requested:
+        from engine.interrupt import stopped_line
+
+        print(stopped_line("train", stop, f"after round {tr.round}", f"the checkpoint {out / CHECKPOINT}"),
               file=sys.stderr)
         return stop.exit_code
     return 0

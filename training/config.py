@@ -30,6 +30,26 @@ class TaskConfig:
 
 
 @dataclass
+class DaggerConfig:
+    """Teaching the policy from an expert controller (DAgger, Ross, Gordon and Bagnell 2011):
+    training/dagger.py. The expert is the stand controller, so the run's one clip must hold a
+    pose (CLIP@SECONDS) that stands on its feet."""
+
+    rounds: int = 8
+    episodes: int = 8              # per round, each from a start state with perturbed velocities
+    episode_seconds: float = 4.0
+    beta_decay: float = 0.5        # round r plays the expert's action with probability beta_decay^r (1 in round 0)
+    velocity_noise: float = 0.1    # rad/s and m/s on every DOF at each episode's start
+    action_noise: float = 0.03     # on the expert's activations in round 0 (states off its own path)
+    snapshot_seconds: float = 0.0  # also start episodes from the expert's own take, a state a second
+    fit_steps: int = 3000          # gradient steps per round, on everything gathered so far
+    fit_batch: int = 256
+    lr: float = 1e-3
+    eval_seconds: float = 30.0     # the learner alone from the start, after each round
+    period: int = 1                # physics steps per decision (1: 120 Hz, as the expert decides)
+
+
+@dataclass
 class TrainConfig:
     """Everything a run depends on. Sizes default to the paper's (appendix B)."""
 
@@ -101,6 +121,7 @@ class TrainConfig:
     eval_early_s: float = 1.0  # s: the "early" tracking figures average the first seconds of each start
     max_seconds: float = 0.0       # stop (and checkpoint) once the run has taken this long; 0: no limit
     task: TaskConfig | None = None
+    dagger: DaggerConfig | None = None
     path: str | None = None
 
     def validate(self) -> "TrainConfig":
@@ -129,15 +150,35 @@ class TrainConfig:
             raise ParameterError("max_seconds", f"must be >= 0, got {self.max_seconds!r}")
         if not self.clips:
             raise ParameterError("clips", "list at least one clip (BVH or reference .npz)")
+        from engine.control.plan import split_hold
+
         for c in self.clips:
-            if not Path(c).is_file():
+            if not split_hold(c)[0].is_file():
                 raise InputFileError(c, "clip not found")
+        if self.dagger is not None:
+            d = self.dagger
+            for k in ("rounds", "episodes", "fit_steps", "fit_batch", "period"):
+                v = getattr(d, k)
+                if not isinstance(v, int) or v < 1:
+                    raise ParameterError(f"dagger.{k}", f"must be an integer >= 1, got {v!r}")
+            for k in ("episode_seconds", "lr", "eval_seconds"):
+                if not (getattr(d, k) > 0):
+                    raise ParameterError(f"dagger.{k}", f"must be > 0, got {getattr(d, k)!r}")
+            for k in ("velocity_noise", "action_noise", "snapshot_seconds"):
+                if not (getattr(d, k) >= 0):
+                    raise ParameterError(f"dagger.{k}", f"must be >= 0, got {getattr(d, k)!r}")
+            if not (0 <= d.beta_decay <= 1):
+                raise ParameterError("dagger.beta_decay", f"must be in [0, 1], got {d.beta_decay!r}")
+            if len(self.clips) != 1 or split_hold(self.clips[0])[1] is None:
+                raise ParameterError("clips", "a [dagger] run learns from the stand controller: give one clip "
+                                     "with the pose to hold, as CLIP@SECONDS")
         return self
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        if d["task"] is None:
-            d.pop("task")
+        for k in ("task", "dagger"):
+            if d[k] is None:
+                d.pop(k)
         d.pop("path")
         return d
 
@@ -166,13 +207,13 @@ def load_config(path) -> TrainConfig:
         raise InputFileError(p, f"not valid TOML ({e})") from None
     if "base" in table:  # inherit from another config in the same folder
         base = load_config(p.parent / table.pop("base")).to_dict()
-        base_task = base.pop("task", None)
-        if "task" in table and base_task:
-            table["task"] = {**base_task, **table["task"]}
-        elif base_task and "task" not in table:
-            table["task"] = base_task
+        for section in ("task", "dagger"):  # a table inherits key by key
+            inherited = base.pop(section, None)
+            if inherited:
+                table[section] = {**inherited, **table.get(section, {})}
         table = {**base, **table}
     task = table.pop("task", None)
+    dagger = table.pop("dagger", None)
     clips = []
     for c in table.get("clips", []):
         c = str(c).replace("${shared_motion}", str(SHARED_MOTION))
@@ -183,14 +224,18 @@ def load_config(path) -> TrainConfig:
     cfg = _build(TrainConfig, table, str(p))
     if task is not None:
         cfg.task = _build(TaskConfig, task, str(p) + " [task]")
+    if dagger is not None:
+        cfg.dagger = _build(DaggerConfig, dagger, str(p) + " [dagger]")
     cfg.path = str(p)
     return cfg.validate()
 
 
 def config_from_dict(d: dict) -> TrainConfig:
     d = dict(d)
-    task = d.pop("task", None)
+    task, dagger = d.pop("task", None), d.pop("dagger", None)
     cfg = TrainConfig(**d)
     if task:
         cfg.task = TaskConfig(**task)
+    if dagger:
+        cfg.dagger = DaggerConfig(**dagger)
     return cfg

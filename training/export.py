@@ -17,13 +17,19 @@ def export_policy(run_or_ckpt, out) -> dict:
     cfg = config_from_dict(ck["config"])
     cfg.workers = 0
     run_dir = Path(run_or_ckpt) if Path(run_or_ckpt).is_dir() else Path(run_or_ckpt).parent
-    tr = Trainer.resume(run_dir, truncate_log=False)
+    if cfg.dagger is not None:  # taught by an expert (training/dagger.py): networks only
+        from .dagger import model_from_checkpoint
+
+        model = model_from_checkpoint(ck, cfg)
+    else:
+        tr = Trainer.resume(run_dir, truncate_log=False)
+        model, cfg = tr.model, tr.cfg
     from .trainer import policy_file_arrays
 
-    arrays, meta = policy_file_arrays(tr.model, tr.cfg, dict(
+    arrays, meta = policy_file_arrays(model, cfg, dict(
         training=dict(iterations=int(ck["iteration"]), task_iterations=int(ck["task_iteration"]),
                       seconds=round(float(ck["seconds"]), 1), config=cfg.name, clips=[Path(c).name for c in cfg.clips])))
     out = write_npz(out, P.FORMAT, P.FORMAT_VERSION, meta, arrays)
-    pf = P.load_policy(out, tr.rig)  # read back: what we wrote must load
+    pf = P.load_policy(out, model.rig)  # read back: what we wrote must load
     return dict(parameters=pf.parameters, latent_dim=pf.latent_dim, has_task=pf.has_task,
                 rig=meta["rig"]["name"], out=str(out), bytes=out.stat().st_size)

@@ -130,7 +130,7 @@ def policy_file_arrays(model: Model, cfg: TrainConfig, extra_meta: dict | None =
                          muscles=rig.num_muscles),
                 latent_dim=cfg.latent_dim, sigma_prior=cfg.sigma_prior, sigma_policy=cfg.sigma_policy,
                 action_scale=cfg.action_scale,
-                experts=cfg.experts, period=P.POLICY_PERIOD, dt=1.0 / 120.0,
+                experts=cfg.experts, period=cfg.dagger.period if cfg.dagger else P.POLICY_PERIOD, dt=1.0 / 120.0,
                 state_size=model.S, target_size=model.T, goal_size=P.GOAL_SIZE,
                 fatigue_scale=cfg.fatigue_scale, stiffness=cfg.stiffness, damping=cfg.damping,
                 has_task=model.task is not None, **(extra_meta or {}))

@@ -257,6 +257,12 @@ class StandController(TrackingController):
             activation_mean=round(float(a0.mean()), 4), activation_max=round(float(a0.max()), 3),
             closed_loop_radius=round(radius, 6))
 
+    def design_for(self, sim) -> None:
+        """a0 and K for the simulation's fatigue now, as at that point of its own take: for a
+        controller dropped into a state it did not play to (a DAgger episode's start)."""
+        self._design(sim.fatigue.MF)
+        self._designed_at = sim.steps
+
     def _design(self, MF) -> None:
         """a0 and the LQR gain K for muscles whose fatigued fractions are MF: a tired muscle
         costs 1 / (1 - M_F)^2 as much, in a0 and in the feedback, so the load moves to fresh
@@ -331,14 +337,32 @@ def stands_on_its_feet(model, rig, q) -> bool:
     return low - feet > 0.01
 
 
-def tracking_controller(sim, plan, params):
-    """The controller for a tracking take: StandController for one still clip standing on
-    its feet, without the root residual, on MuJoCo (its LQR is designed on MuJoCo's contacts);
-    else the tracker."""
+def is_stance(sim, plan) -> bool:
+    """One still clip standing on its feet, on MuJoCo (the stand controller's LQR is
+    designed on MuJoCo's contacts): a take the stand controller can start and hold."""
     from ..physics.mujoco_backend import MujocoBackend
+
+    return (isinstance(sim.physics, MujocoBackend) and holds_still(plan)
+            and stands_on_its_feet(plan.space.model, sim.rig, plan.sample(0)[0]))
+
+
+def tracking_controller(sim, plan, params):
+    """The controller for a tracking take: StandController for a stance (`is_stance`) without
+    the root residual; else the tracker."""
     from . import tracking
 
-    if (params.residual == 0 and isinstance(sim.physics, MujocoBackend) and holds_still(plan)
-            and stands_on_its_feet(plan.space.model, sim.rig, plan.sample(0)[0])):
+    if params.residual == 0 and is_stance(sim, plan):
         return StandController(sim, plan, params)
     return tracking.TrackingController(sim, plan, params)
+
+
+def start_stance(sim, plan) -> StandController:
+    """Put the character of a stance take (`is_stance`) in its balanced pose, at rest, with its
+    muscles holding it (StandController.start), whatever controller then plays the take: a held
+    pose as the clip gives it is not balanced, and from it even the stand controller falls
+    within a second. Returns the started stand controller (the expert a policy learns from)."""
+    from .tracking import TrackingParams
+
+    ctrl = StandController(sim, plan, TrackingParams(residual=0.0))
+    ctrl.start(sim)
+    return ctrl

@@ -1,0 +1,132 @@
+"""DAgger from the stand controller (training/dagger.py): the labels are the expert's own
+activations as PD actions (checked against the engine's muscle step), the loss is the PD force
+error, and `sinew train --config <[dagger] config>` -> export -> a policy take runs."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from engine import fatigue as fat  # noqa: E402
+from engine.simulation import Simulation  # noqa: E402
+
+from .conftest import MASS, REPO  # noqa: E402
+
+WALK = MASS / "motion" / "walk.bvh"
+
+
+def _moving_walk_state(rig, k=60):
+    from engine.motion import retarget_file
+
+    ref = retarget_file(WALK, rig)[0]
+    sim = Simulation(rig)
+    sim.physics.set_q(ref.q[k], ref.qvel[k])
+    sim.state = sim.physics.body_state()
+    rng = np.random.default_rng(5)
+    MA = rng.uniform(0.0, 0.5, rig.num_muscles)
+    MF = rng.uniform(0.0, 0.3, rig.num_muscles)
+    sim.fatigue = fat.FatigueState(MA, 1.0 - MA - MF, MF)
+    return sim, rng
+
+
+def test_action_labels_reproduce_the_experts_activations(rig):
+    """The PD action labelled for an activation makes the engine's PD muscle step (eq. 4, 5, 11)
+    produce exactly that activation's step: the same activations after the 3CC-r clip, forces
+    and fatigue; an off muscle's label is the longest target that still pulls nothing."""
+    from engine.muscle_step import PDGains
+    from training.dagger import action_labels
+
+    sim, rng = _moving_walk_state(rig)
+    gains = PDGains.for_rig(rig, 20.0, 2.0)
+    sim.muscles.gains = gains
+    wanted = rng.uniform(0.0, 0.9, rig.num_muscles)
+    wanted[rng.random(rig.num_muscles) < 0.3] = 0.0
+    label, on = action_labels(sim, wanted, gains)
+    assert np.array_equal(on, wanted > 1e-6)
+    s = sim.state
+    by_activation = sim.muscles.step_numpy(s.rot, s.pos, s.linvel, s.angvel, wanted, sim.fatigue, activation=True)
+    by_action = sim.muscles.step_numpy(s.rot, s.pos, s.linvel, s.angvel, label, sim.fatigue)
+    for name in ("activation", "force", "body_force", "body_torque"):
+        a, b = getattr(by_activation, name), getattr(by_action, name)
+        assert np.allclose(a, b, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(a).max())), name
+    assert np.allclose(by_activation.fatigue.MA, by_action.fatigue.MA, atol=1e-12)
+    # an off muscle: a longer target stays off, a shorter one pulls
+    off = np.flatnonzero(~on)
+    longer = label.copy()
+    longer[off] += 0.01
+    shorter = label.copy()
+    shorter[off] -= 0.01
+    r_long = sim.muscles.step_numpy(s.rot, s.pos, s.linvel, s.angvel, longer, sim.fatigue)
+    r_short = sim.muscles.step_numpy(s.rot, s.pos, s.linvel, s.angvel, shorter, sim.fatigue)
+    assert np.all(r_long.activation[off] <= by_activation.activation[off] + 1e-12)
+    assert np.all(r_short.activation[off] >= r_long.activation[off]) and np.any(r_short.activation[off] > r_long.activation[off])
+
+
+def test_force_error_is_the_pd_force_difference(rig):
+    """stiffness x (action - label) is the PD force difference in units of f0 (kp l_tpose = stiffness f0);
+    one-sided (pulls only) where the expert leaves the muscle off."""
+    from engine import muscle as hill
+    from engine.muscle_step import PDGains
+    from training.dagger import force_error
+
+    gains = PDGains.for_rig(rig, 20.0, 2.0)
+    rng = np.random.default_rng(0)
+    l0, f0 = rig.muscle_rest_length, rig.muscle_f0
+    length, rate = l0 * rng.uniform(0.9, 1.1, len(l0)), rng.normal(0, 0.05, len(l0))
+    a, label = rng.normal(0, 0.05, len(l0)), rng.normal(0, 0.05, len(l0))
+    unclipped = lambda act: gains.kp * (length - hill.target_length(act, l0)) + gains.kd * rate  # eq. 4 before max(0, .)
+    expected = (unclipped(label) - unclipped(a)) / f0
+    on = rng.random(len(l0)) < 0.5
+    e = force_error(torch.as_tensor(a), torch.as_tensor(label), torch.as_tensor(on), 20.0).numpy()
+    assert np.allclose(e[on], expected[on], atol=1e-9)
+    assert np.allclose(e[~on], np.minimum(expected[~on], 0.0), atol=1e-9)
+
+
+def test_dagger_config_is_checked(tmp_path):
+    from engine.errors import ParameterError
+    from training.config import load_config
+
+    p = tmp_path / "c.toml"
+    p.write_text('base = "%s"\nclips = ["%s"]\n' % (REPO / "training/configs/stand.toml", WALK))
+    with pytest.raises(ParameterError, match="CLIP@SECONDS"):
+        load_config(p)
+    p.write_text('base = "%s"\n[dagger]\nrounds = 0\n' % (REPO / "training/configs/stand.toml"))
+    with pytest.raises(ParameterError, match="dagger.rounds"):
+        load_config(p)
+
+
+def test_tiny_dagger_train_export_policy_take(tmp_path, rig):
+    """`sinew train` with a [dagger] config (2 short rounds) -> `sinew export-policy` -> a policy
+    take of the held pose, which starts in the stand controller's balanced pose."""
+    from engine.control.policy import load_policy
+    from engine.control.tracking import TrackingParams
+    from engine.take import simulate
+
+    cfg = tmp_path / "tiny_dagger.toml"
+    cfg.write_text('base = "%s"\nname = "tiny_dagger"\nlatent_dim = 4\nvae_hidden = [32]\npolicy_hidden = [32]\n'
+                   "[dagger]\nrounds = 2\nepisodes = 2\nepisode_seconds = 0.5\nfit_steps = 20\neval_seconds = 0.5\n"
+                   % (REPO / "training/configs/stand.toml"))
+    run, pol = tmp_path / "run", tmp_path / "stand.npz"
+    env = dict(__import__("os").environ, OPENBLAS_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "training.commands"]
+    out = subprocess.run(cmd + ["train", "--config", str(cfg), "--out", str(run), "--json"], cwd=REPO,
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr
+    s = json.loads(out.stdout.strip().splitlines()[-1])
+    assert s["rounds"] == 2 and s["labels"] == 2 * 2 * 60 and np.isfinite(s["force_err_f0"])
+    assert 0 < s["eval_stood_s"] <= 0.5 and (run / "learning_curve.png").stat().st_size > 1000
+    out = subprocess.run(cmd + ["train", "--config", str(cfg), "--out", str(run), "--resume"], cwd=REPO,
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode != 0 and "does not resume" in out.stderr
+    out = subprocess.run(cmd + ["export-policy", str(run), "--out", str(pol), "--json"], cwd=REPO,
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    pf = load_policy(pol, rig)
+    assert pf.meta["period"] == 1 and pf.meta["training"]["iterations"] == 2 and pf.latent_dim == 4
+    held = f"{WALK}@0.5"
+    take = simulate(rig, [(held, 0.2)], controller="policy", policy=pf)
+    stood = simulate(rig, [(held, 0.2)], params=TrackingParams(residual=0.0))  # the stand controller's take
+    assert np.allclose(take.q[0], stood.q[0], atol=1e-9)  # both start balanced

@@ -1,0 +1,327 @@
+"""Teaching the MuscleVAE policy from an expert that balances: DAgger (Ross, Gordon and
+Bagnell 2011) from the stand controller (engine.control.stand, an LQR on the muscles that
+holds a pose 120 s) into the prior, posterior and policy networks.
+
+Each round plays `episodes` from start states with perturbed velocities: round 0 the expert
+(its activations with noise, so the states leave its own path), every later round the policy
+so far, the expert's action played instead with probability beta_decay^round. Every visited
+state is labelled with the expert's answer there, as a PD action (eq. 11): the target length
+whose muscle-space PD force (eq. 4) is the force the expert's activation makes
+(engine.muscle.pd_action_for_force), so the policy keeps the product's action and its 120 Hz
+PD loop. The networks are refit on everything gathered (warm, `fit_steps` per round): the
+force error in units of f0, one-sided where the expert leaves a muscle off (any target long
+enough that the PD does not pull is right), plus beta x the KL term (eq. 41). After each round
+the policy alone stands from the start and the log says for how long.
+
+    tr = DaggerTrainer(cfg, out_dir)    # cfg.dagger set, one clip CLIP@SECONDS
+    tr.train()                          # returns the summary figures
+
+Decisions are at 120 Hz (`period` 1): held for MuscleVAE's 20 Hz, the expert itself falls within
+1.5 s (docs/research/policy_from_expert.md). A DAgger run does not resume: a round takes under
+a minute and its labels are not kept.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import torch
+
+from engine import fatigue as fat
+from engine import muscle as hill
+from engine.atomic import atomic_path, write_text
+from engine.control import policy as P
+from engine.control.plan import MotionPlan, load_clip
+from engine.control.stand import is_stance, start_stance
+from engine.errors import ParameterError
+from engine.interrupt import StopFlag
+from engine.muscle_step import PDGains
+from engine.progress import Progress
+from engine.rig import load_rig
+from engine.simulation import MuscleCommand, Simulation
+from engine.take import FALL_ROOT_HEIGHT
+
+from .model import Model
+from .torch_muscle import TorchMuscleSystem
+
+CHECKPOINT = "checkpoint.pt"
+LOG = "log.csv"
+PLOT = "learning_curve.png"
+STD_FLOOR = 0.05  # the normalisation's smallest standard deviation (as the model-based trainer's)
+LOG_COLUMNS = ["round", "labels", "seconds", "beta", "episodes_stood_s", "fit_loss", "force_err_f0",
+               "eval_stood_s", "eval_seconds"]
+
+
+def action_labels(sim, activation: np.ndarray, gains: PDGains) -> tuple[np.ndarray, np.ndarray]:
+    """The expert's activations at the simulation's state as PD actions (eq. 11): the action
+    whose PD force (eq. 4) equals the muscle force f0 (f_l f_v alpha + f_PE) the activation
+    makes (eq. 22); and where the expert asks for activation at all (elsewhere the action is
+    a lower bound: any longer target leaves the muscle off)."""
+    s, rig = sim.state, sim.rig
+    _, length, rate = sim.muscles.kinematics(s.rot, s.pos, s.linvel, s.angvel)
+    lbar = hill.normalized_length(length, rig.muscle_rest_length, rig.muscle_lt, rig.muscle_lm)
+    vbar = hill.normalized_velocity(rate, rig.muscle_rest_length, rig.muscle_lm)
+    force = hill.muscle_force(activation, lbar, vbar, rig.muscle_f0)
+    action = hill.pd_action_for_force(force, length, rate, rig.muscle_rest_length, gains.kp, gains.kd)
+    return action, activation > 1e-6
+
+
+def force_error(action: torch.Tensor, label: torch.Tensor, on: torch.Tensor, stiffness: float) -> torch.Tensor:
+    """The PD force error, in units of f0, of `action` against the labels (action_labels):
+    kp l_tpose / f0 = stiffness, so the force differs by stiffness x (label - action) f0.
+    Where the expert leaves a muscle off only a target shorter than the label (a pull) is wrong."""
+    e = stiffness * (action - label)
+    return torch.where(on, e, torch.clamp(e, max=0.0))
+
+
+class DaggerTrainer:
+    def __init__(self, cfg, out_dir):
+        if cfg.dagger is None:
+            raise ParameterError("config", "DaggerTrainer needs a config with a [dagger] table")
+        self.cfg, self.d = cfg, cfg.dagger
+        self.out = Path(out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)
+        self.rig = rig = load_rig(cfg.rig)
+        self.gains = PDGains.for_rig(rig, cfg.stiffness, cfg.damping)
+        fatigue = fat.FatigueParams(scale=cfg.fatigue_scale)
+        self.model = Model(rig, cfg, TorchMuscleSystem(rig, fatigue, 1.0 / 120.0, self.gains))
+        self.opt = torch.optim.RAdam(self.model.vae.parameters(), lr=self.d.lr)
+        self.rng = np.random.default_rng([cfg.seed, 3])
+        self.gen = torch.Generator().manual_seed(cfg.seed + 11)
+        self.round = 0
+        self.seconds = 0.0
+        self.stop = StopFlag()
+        self.last: dict = {}
+        self.data = {k: [] for k in ("state", "target", "label", "on")}
+
+        ref, name = load_clip(rig, cfg.clips[0])
+        longest = max(self.d.episode_seconds, self.d.eval_seconds, self.d.snapshot_seconds)
+        self.plan = MotionPlan(rig, [(ref, longest + 1.0, name)])
+        self.sim = sim = Simulation(rig, cfg.backend, fatigue=fatigue, gains=self.gains)
+        q0, v0, _ = self.plan.sample(0)
+        sim.physics.set_q(q0, v0)
+        sim.state = sim.physics.body_state()
+        if not is_stance(sim, self.plan):
+            raise ParameterError("clips", f"{cfg.clips[0]}: the stand controller, the expert of a [dagger] "
+                                 "run, needs a held pose standing on its feet, on the mujoco backend")
+        self.expert = start_stance(sim, self.plan)
+        self.track = P.PlanTrack(rig, self.plan, self.d.period)
+        self.W = P.fatigue_weights(rig)
+        self.starts = [self._snapshot()]
+        if self.d.snapshot_seconds:  # the expert's own take, a start state every second (fatigue grows along it)
+            for _ in range(int(self.d.snapshot_seconds * 120)):
+                sim.step(self.expert.act(sim, sim.state))
+                if sim.steps % 120 == 0:
+                    self.starts.append(self._snapshot())
+                if self._fallen():
+                    break
+
+    # ---- the simulation -------------------------------------------------------------------------
+    def _snapshot(self):
+        data = mujoco.MjData(self.sim.physics.model)
+        mujoco.mj_copyData(data, self.sim.physics.model, self.sim.physics.data)
+        return data, self.sim.fatigue.copy(), self.sim.steps
+
+    def _fallen(self) -> bool:
+        return float(self.sim.state.pos[0, 2]) < FALL_ROOT_HEIGHT
+
+    def reset(self, rng, velocity_noise: float, start: int | None = None) -> None:
+        """To a start state (a random one unless `start`), every DOF's velocity perturbed."""
+        sim = self.sim
+        data, fatigue, steps = self.starts[int(rng.integers(len(self.starts))) if start is None else start]
+        mujoco.mj_copyData(sim.physics.data, sim.physics.model, data)
+        sim.fatigue, sim.steps = fatigue.copy(), steps
+        q, qd = sim.physics.get_q()
+        sim.physics.set_q(q, qd + velocity_noise * rng.standard_normal(len(qd)))
+        sim.state = sim.physics.body_state()
+        self.expert.design_for(sim)
+
+    def policy_file(self) -> P.PolicyFile:
+        from .trainer import policy_file_arrays
+
+        arrays, meta = policy_file_arrays(self.model, self.cfg)
+        return P.PolicyFile(meta, {k: np.asarray(v, np.float64) for k, v in arrays.items()})
+
+    def episode(self, rng, seconds: float, learner: P.PolicyController | None, beta: float = 0.0,
+                action_noise: float = 0.0, velocity_noise: float = 0.0, start: int | None = None,
+                label: bool = True) -> float:
+        """Play one episode (the learner, or the expert where it is None or with probability
+        beta per decision), labelling every decision's state; returns the seconds stood."""
+        self.reset(rng, velocity_noise, start)
+        sim, period = self.sim, self.d.period
+        t0 = sim.time
+        action = None
+        for i in range(int(round(seconds * 120))):
+            if i % period == 0:
+                s = sim.state
+                expert = self.expert.act(sim, s) if (label or learner is None) else None
+                if label:
+                    self._label(expert.activation)
+                if learner is None or rng.random() < beta:
+                    a = expert.activation
+                    if action_noise:
+                        a = np.clip(a + action_noise * rng.standard_normal(len(a)), 0.0, 1.0)
+                    action = MuscleCommand(a, None, None)
+                else:
+                    action = learner.act(sim, s)
+            sim.step(action)
+            if self._fallen():
+                break
+        return sim.time - t0
+
+    def _label(self, activation: np.ndarray) -> None:
+        s, f = self.sim.state, self.sim.fatigue
+        fp = P.fatigue_parts(f.MA, f.MR, f.MF, self.W)
+        rp, rr, rv, rw, _ = self.track.state_at(self.sim.time + self.d.period * self.sim.dt)
+        label, on = action_labels(self.sim, activation, self.gains)
+        self.data["state"].append(P.state_features(s.pos, s.rot, s.linvel, s.angvel, fp).astype(np.float32))
+        self.data["target"].append(P.target_features(s.pos, s.rot, rp, rr, rv, rw).astype(np.float32))
+        self.data["label"].append(label.astype(np.float32))
+        self.data["on"].append(on)
+
+    # ---- the fit ----------------------------------------------------------------------------------
+    def _normalise(self) -> None:
+        """State and target statistics from the first round's labels."""
+        m = self.model
+        for name, key in (("state", "state"), ("target", "target")):
+            x = np.array(self.data[key], np.float64)
+            setattr(m, f"{name}_mean", torch.as_tensor(x.mean(0), dtype=torch.float32))
+            setattr(m, f"{name}_std", torch.as_tensor(np.maximum(x.std(0), STD_FLOOR), dtype=torch.float32))
+
+    def fit(self) -> tuple[float, float]:
+        """`fit_steps` minibatch steps on every label gathered; returns the loss and the RMS
+        force error (f0) of the last 100 steps."""
+        m, cfg, d = self.model, self.cfg, self.d
+        X = (torch.as_tensor(np.array(self.data["state"])) - m.state_mean) / m.state_std
+        T = (torch.as_tensor(np.array(self.data["target"])) - m.target_mean) / m.target_std
+        Y = torch.as_tensor(np.array(self.data["label"]))
+        on = torch.as_tensor(np.array(self.data["on"]))
+        losses, errs = [], []
+        for k in range(d.fit_steps):
+            i = torch.randint(0, len(X), (min(d.fit_batch, len(X)),), generator=self.gen)
+            sn = X[i]
+            mu_p = m.vae.prior(sn)
+            off = m.vae.posterior(torch.cat([sn, T[i]], -1))
+            z = mu_p + off + cfg.sigma_prior * torch.randn(mu_p.shape, generator=self.gen)
+            _, a = m.act(sn, z)
+            err = (force_error(a, Y[i], on[i], cfg.stiffness) ** 2).mean()
+            kl = ((off ** 2).sum(-1) / (2 * cfg.sigma_prior ** 2)).mean()  # eq. 41
+            loss = err + cfg.beta * kl
+            self.opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(m.vae.parameters(), cfg.grad_clip)
+            self.opt.step()
+            if k >= d.fit_steps - 100:
+                losses.append(loss.item())
+                errs.append(err.item())
+        return float(np.mean(losses)), float(np.sqrt(np.mean(errs)))
+
+    # ---- rounds -----------------------------------------------------------------------------------
+    def step(self) -> dict:
+        """One DAgger round: episodes, labels, a fit, the policy alone from the start."""
+        d, t_start = self.d, time.perf_counter()
+        beta = 1.0 if self.round == 0 else d.beta_decay ** self.round
+        learner = None if self.round == 0 else P.PolicyController(self.policy_file(), self.rig, "track", self.track)
+        stood = [self.episode(self.rng, d.episode_seconds, learner, beta,
+                              d.action_noise if self.round == 0 else 0.0, d.velocity_noise)
+                 for _ in range(d.episodes)]
+        if self.round == 0:
+            self._normalise()
+        loss, err = self.fit()
+        alone = P.PolicyController(self.policy_file(), self.rig, "track", self.track)
+        eval_stood = self.episode(np.random.default_rng(0), d.eval_seconds, alone, start=0, label=False)
+        self.round += 1
+        self.seconds += time.perf_counter() - t_start
+        row = dict(round=self.round, labels=len(self.data["label"]), seconds=round(self.seconds, 1),
+                   beta=round(beta, 4), episodes_stood_s=round(float(np.mean(stood)), 2),
+                   fit_loss=round(loss, 6), force_err_f0=round(err, 5), eval_stood_s=round(eval_stood, 2),
+                   eval_seconds=d.eval_seconds)
+        self.last = row
+        self._log(row)
+        return row
+
+    def train(self, rounds: int | None = None, stop=None) -> dict:
+        """Run rounds up to `rounds` (the config's by default); `stop` (engine.interrupt.StopFlag)
+        ends the run after the round under way, with the checkpoint of the policy so far."""
+        total = self.d.rounds if rounds is None else int(rounds)
+        self.stop = stop or self.stop
+        write_text(self.out / "config.json", json.dumps(self.cfg.to_dict(), indent=1))
+        with Progress("DAgger rounds", max(total, 1)) as bar:
+            while self.round < total and not self.stop.requested:
+                self.step()
+                bar.update(self.round)
+                self.save()
+                self.plot()
+        return self.summary()
+
+    def summary(self) -> dict:
+        r = self.last
+        return dict(rounds=self.round, labels=r.get("labels"), force_err_f0=r.get("force_err_f0"),
+                    eval_stood_s=r.get("eval_stood_s"), eval_seconds=self.d.eval_seconds,
+                    seconds=round(self.seconds, 2), out=str(self.out))
+
+    # ---- log, plot, checkpoint --------------------------------------------------------------------
+    def _log(self, row: dict) -> None:
+        path = self.out / LOG
+        new = not path.exists() or self.round == 1
+        with open(path, "w" if new else "a", newline="") as f:
+            w = csv.DictWriter(f, LOG_COLUMNS)
+            if new:
+                w.writeheader()
+            w.writerow(row)
+
+    def plot(self) -> Path:
+        return plot_log(self.out / LOG, self.out / PLOT)
+
+    def save(self) -> Path:
+        """A checkpoint `sinew export-policy` reads (the networks and their normalisation)."""
+        m = self.model
+        ck = dict(format="sinew-train-checkpoint", version=1, config=self.cfg.to_dict(), iteration=self.round,
+                  task_iteration=0, seconds=self.seconds, vae=m.vae.state_dict(),
+                  norm=dict(state_mean=m.state_mean, state_std=m.state_std, target_mean=m.target_mean,
+                            target_std=m.target_std), last=self.last)
+        with atomic_path(self.out / CHECKPOINT) as tmp:
+            torch.save(ck, tmp)
+        return self.out / CHECKPOINT
+
+
+def model_from_checkpoint(ck: dict, cfg) -> Model:
+    """The networks of a DAgger checkpoint, for export (no simulation, no expert)."""
+    rig = load_rig(cfg.rig)
+    gains = PDGains.for_rig(rig, cfg.stiffness, cfg.damping)
+    m = Model(rig, cfg, TorchMuscleSystem(rig, fat.FatigueParams(scale=cfg.fatigue_scale), 1.0 / 120.0, gains))
+    m.vae.load_state_dict(ck["vae"])
+    for k, v in ck["norm"].items():
+        setattr(m, k, v)
+    return m
+
+
+def plot_log(log_path, out_path) -> Path:
+    """Per round: how long the policy stands alone (and the episodes it played), and the fit's
+    force error."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from engine.plots import save
+
+    with open(log_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    get = lambda k: np.array([float(r[k]) for r in rows])
+    r = get("round")
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    ax[0].plot(r, get("eval_stood_s"), "o-", label="policy alone, from the start")
+    ax[0].plot(r, get("episodes_stood_s"), "s--", label="round's episodes (mean)")
+    ax[0].axhline(get("eval_seconds")[-1], color="0.6", lw=0.8)
+    ax[0].set(xlabel="DAgger round", ylabel="seconds standing", title="Standing on its muscles")
+    ax[0].legend()
+    ax[1].semilogy(r, get("force_err_f0"), "o-")
+    ax[1].set(xlabel="DAgger round", ylabel="RMS force error (f0)", title="Fit to the expert's labels")
+    return save(fig, out_path)
