@@ -130,8 +130,13 @@ def window_metrics(rig, times, body_pos, body_quat, q, lo: float, hi: float, ste
     return out
 
 
-def _change(early, late):
-    return None if early is None or late is None or early == 0 else (late - early) / abs(early)
+# Below these early values a relative change says nothing (a character standing still drifts a
+# few mm/s and flexes its knees a degree): it is not reported.
+MEASURABLE = {"forward_speed_mps": 0.05, "knee_range_deg": 2.0}
+
+
+def _change(early, late, floor: float = 0.0):
+    return None if early is None or late is None or abs(early) <= floor else (late - early) / abs(early)
 
 
 def gait_summary(rig, times, body_pos, body_quat, q) -> dict:
@@ -144,7 +149,7 @@ def gait_summary(rig, times, body_pos, body_quat, q) -> dict:
     steps = touchdowns(foot_contacts(rig, times, body_pos, body_quat))
     early = window_metrics(rig, times, body_pos, body_quat, q, t0, t0 + EARLY_S, steps)
     late = window_metrics(rig, times, body_pos, body_quat, q, max(t1 - LATE_S, t0), t1, steps)
-    change = {k: _change(early[k], late[k]) for k in METRICS}
+    change = {k: _change(early[k], late[k], MEASURABLE.get(k, 0.0)) for k in METRICS}
     pace = [k for k in PACE if change[k] is not None]
     most = max(pace, key=lambda k: abs(change[k])) if pace else None
     fell = min(pace, key=lambda k: change[k]) if pace else None

@@ -109,6 +109,19 @@ def test_a_take_too_short_to_measure_gives_none_not_an_error(rig, walks):
     assert g["early"]["cadence_spm"] is None and g["early"]["forward_speed_mps"] is not None
 
 
+def test_a_still_take_has_no_pace_to_lose(rig):
+    """A held pose drifting a few mm/s (as a character standing on its muscles does): no
+    relative change of speed (2 -> 0.3 mm/s would read -85 %), and no pace figure named."""
+    ref = retarget(clips.hold(clips.bundled("walk"), 60), rig)[0]
+    rec = _played(rig, [(ref, 20.0)])
+    drift = np.where(rec.times < 5.0, 0.002 * rec.times, 0.01 + 0.0003 * (rec.times - 5.0))
+    rec.body_pos = rec.body_pos + drift[:, None, None] * np.array([1.0, 0.0, 0.0])
+    g = gait_summary(rig, rec.times, rec.body_pos, rec.body_quat, rec.q)
+    assert 0.001 < g["early"]["forward_speed_mps"] < 0.003 and g["change"]["forward_speed_mps"] is None
+    assert g["change"]["knee_range_deg"] is None and g["most_changed"] is None
+    assert g["change"]["trunk_lean_deg"] is not None  # posture still compares
+
+
 def test_take_gait_adds_mf_by_group_over_the_same_windows(rig, walks):
     from engine.rig import GROUPS
 
