@@ -1,6 +1,6 @@
-"""Speed of the tracking controller (for `sinew bench`): a short fresh walk take, split
-into the controller's preparation (reference, inverse dynamics, moment arms, contacts),
-its muscle-coordination solve, and the muscle step + physics; plus the bare physics step."""
+"""Speed of the controllers (for `sinew bench`): the tracking controller on a short fresh walk
+take, split into its preparation (reference, inverse dynamics, moment arms, contacts), its
+muscle-coordination solve, and the muscle step + physics; the stand controller; a policy."""
 from __future__ import annotations
 
 import os
@@ -88,5 +88,38 @@ def bench_stand(seconds: float = 2.0, rig_name: str = "human284", clip: str | No
     lines = [f"stand controller, a held pose without the residual, {take.meta['simulated_seconds']:.1f} s:",
              f"  set-up (balanced pose, linearisation, LQR, demands) {summary['setup_s']:.2f} s",
              f"  controller {controller_us:9.1f} us/step; whole loop {total_us:9.1f} us/step = "
+             f"{summary['realtime_factor']}x real time"]
+    return summary, lines
+
+
+def bench_policy(policy, seconds: float = 2.0, rig_name: str = "human284"):
+    """Speed of a policy take (engine.control.policy, at the policy's own decision rate) on
+    the clip it was trained on (its file's training clips, looked up beside the bundled walk;
+    else the walk): the policy's evaluation and the whole loop per step. Returns (summary, lines)."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from . import fatigue as fat
+    from .control.plan import split_hold
+    from .control.policy import load_policy
+    from .rig import load_rig
+    from .take import simulate
+
+    rig = load_rig(rig_name)
+    pf = load_policy(policy, rig)
+    trained_on = [WALK.parent / c for c in (pf.meta.get("training") or {}).get("clips", [])]
+    clip = str(trained_on[0]) if trained_on and split_hold(trained_on[0])[0].is_file() else str(WALK)
+    t0 = time.perf_counter()
+    take = simulate(rig, [(clip, float(seconds))], controller="policy", policy=pf,
+                    fatigue=fat.FatigueParams(scale=0.0), label="bench policy")
+    elapsed = time.perf_counter() - t0
+    t = take.meta["timing"]
+    steps = max(t["steps"], 1)
+    policy_us, total_us = 1e6 * t["controller_s"] / steps, 1e6 * t["wall_s"] / steps
+    period = int(pf.meta.get("period", 6))
+    summary = dict(clip=Path(clip).name, period=period, parameters=pf.parameters, setup_s=round(elapsed - t["wall_s"], 2),
+                   step_us=dict(policy=round(policy_us, 1), policy_total=round(total_us, 1)),
+                   realtime_factor=round((1 / 120) / (total_us * 1e-6), 3), fell=take.meta["summary"]["fell"])
+    lines = [f"policy {Path(str(policy)).name} ({pf.parameters} parameters, a decision every {period} step(s)) "
+             f"on {summary['clip']}, {take.meta['simulated_seconds']:.1f} s:",
+             f"  policy {policy_us:9.1f} us/step; whole loop {total_us:9.1f} us/step = "
              f"{summary['realtime_factor']}x real time"]
     return summary, lines

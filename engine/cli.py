@@ -22,6 +22,7 @@ EPILOG_CURVE = """examples:
 EPILOG_BENCH = """examples:
   sinew bench
   sinew bench --seconds 5 --json
+  sinew bench --backends --tracking 0 --policy docs/results/dagger_stand_2026-11-24/stand.npz
 """
 
 
@@ -155,6 +156,11 @@ def cmd_bench(args) -> int:
         lines += more
         summary["stand"], more = bench_stand(seconds=args.tracking, rig_name=args.rig)
         lines += more
+    if args.policy:
+        from .bench_tracking import bench_policy
+
+        summary["policy"], more = bench_policy(args.policy, seconds=max(args.tracking, 2.0), rig_name=args.rig)
+        lines += more
     _emit(summary, args.json, lines)
     return 0
 
@@ -235,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "bare physics step and the whole simulation loop before (numpy muscles, MuJoCo "
                        "without its lean settings) and now, interleaved, with ratios; then the "
                        "tracking controller on a fresh walk, split into preparation, solve, and "
-                       "muscles + physics. Times are CPU time, so other load on the machine moves "
+                       "muscles + physics, and the stand controller; with --policy, a policy take. Times are CPU time, so other load on the machine moves "
                        "them little.")
     p.add_argument("--seconds", type=number("--seconds", positive=True), default=2.0,
                    help="simulated seconds to time at 120 Hz (default 2)")
@@ -244,6 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="physics backends to time (default: both; none for the muscle step only)")
     p.add_argument("--tracking", type=number("--tracking", 0.0), default=2.0,
                    help="simulated seconds of the tracking-controller walk to time (default 2; 0 skips it)")
+    p.add_argument("--policy", default=None, metavar="P.npz",
+                   help="also time a take of this policy (sinew export-policy) on the clip it was trained on")
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     p.set_defaults(func=cmd_bench)
 

@@ -235,7 +235,9 @@ class DaggerTrainer:
             self._normalise()
         loss, err = self.fit()
         alone = P.PolicyController(self.policy_file(), self.rig, "track", self.track)
-        eval_stood = self.episode(np.random.default_rng(0), d.eval_seconds, alone, start=0, label=False)
+        # the policy alone, from the start: the round's figure, and labels from the states it
+        # reaches later than any episode does (DAgger's data with beta = 0)
+        eval_stood = self.episode(np.random.default_rng(0), d.eval_seconds, alone, start=0)
         self.round += 1
         self.seconds += time.perf_counter() - t_start
         row = dict(round=self.round, labels=len(self.data["label"]), seconds=round(self.seconds, 1),

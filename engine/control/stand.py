@@ -87,24 +87,30 @@ def _lowest_corner(data, rig, bodies=None) -> float:
     return float((data.xipos[bodies + 1, None, 2] + np.einsum("bij,bkj->bki", R, corners)[..., 2]).min())
 
 
-def balance_conditions(model, data, rig, q) -> np.ndarray:
+def _foot_terms(model, rig) -> tuple:
+    """What balance_conditions reads of the model and rig (computed once per search): the foot
+    boxes' MuJoCo body ids and rest rotations, each box's half-height when level, the toe DOFs
+    (a mask) and the ankles' roll and twist DOFs."""
+    feet, toes = _feet(rig)
+    R0 = rig.body_rest_rot[feet]
+    half = 0.5 * np.einsum("bk,bk->b", np.abs(R0[:, 2, :]), rig.body_size[feet])
+    return np.array(feet) + 1, R0, half, np.isin(model.dof_bodyid - 1, toes), _ankle_roll_dofs(model, rig)
+
+
+def balance_conditions(model, data, rig, q, terms=None) -> np.ndarray:
     """What vanishes at a balanced pose q, scaled to comparable sizes: the root's vertical
     force and tipping torques in MuJoCo's inverse dynamics at rest (N, N m), every foot box's
     tilt from its rest orientation, the foot boxes' bottoms' heights against the first's, the
     toe joints' torques and the ankles' roll and twist torques (N m). Leaves `data` holding the
-    inverse dynamics at q."""
-    feet, toes = _feet(rig)
+    inverse dynamics at q. `terms`: _foot_terms(model, rig), when already at hand."""
+    ids, R0, half, toe_dofs, ankle = terms or _foot_terms(model, rig)
     data.qpos[:] = q
     data.qvel[:] = 0.0
     data.qacc[:] = 0.0
     mujoco.mj_inverse(model, data)
-    R0 = rig.body_rest_rot[feet]
-    R = data.ximat[np.array(feet) + 1].reshape(-1, 3, 3)
+    R = data.ximat[ids].reshape(-1, 3, 3)
     up = np.einsum("bij,bkj,k->bi", R, R0, np.array([0.0, 0.0, 1.0]))  # each box's rest-up axis, now
-    half = 0.5 * np.einsum("bk,bk->b", np.abs(R0[:, 2, :]), rig.body_size[feet])  # box half-height, level
-    bottom = data.xipos[np.array(feet) + 1, 2] - half
-    toe_dofs = np.isin(model.dof_bodyid - 1, toes)
-    ankle = _ankle_roll_dofs(model, rig)
+    bottom = data.xipos[ids, 2] - half  # half: each box's half-height, level
     return np.concatenate([data.qfrc_inverse[[2, 3, 4]], FOOT_TILT_SCALE * up[:, :2].ravel(),
                            FOOT_HEIGHT_SCALE * (bottom[1:] - bottom[0]), data.qfrc_inverse[toe_dofs],
                            data.qfrc_inverse[ankle]])
@@ -136,14 +142,15 @@ def balanced_pose(model, rig, q_ref, capacity=None, iterations: int = 200) -> tu
         mujoco.mj_integratePos(model, out, dv, 1.0)
         return out
 
+    terms = _foot_terms(model, rig)
     q = np.array(q_ref, dtype=float)
-    balance_conditions(model, data, rig, q)  # forward kinematics at q_ref
+    balance_conditions(model, data, rig, q, terms)  # forward kinematics at q_ref
     q[2] -= _lowest_corner(data, rig) + 0.001  # start with the lowest foot-box corner 1 mm into the floor
     start = q.copy()
     dq = np.zeros(nv)
 
     def residual(q):
-        c = balance_conditions(model, data, rig, q)
+        c = balance_conditions(model, data, rig, q, terms)
         mujoco.mj_differentiatePos(model, dq, 1.0, start, q)
         tau = data.qfrc_inverse[6:]
         effort = EFFORT_WEIGHT * tau / np.where(tau > 0, cap_up, cap_down)
@@ -171,7 +178,7 @@ def balanced_pose(model, rig, q_ref, capacity=None, iterations: int = 200) -> tu
         q, r = moved(q, step), r_new
         if converged:
             break
-    c = balance_conditions(model, data, rig, q)
+    c = balance_conditions(model, data, rig, q, terms)
     return q, data.qfrc_inverse.copy(), float(np.abs(c[:3]).max())
 
 
