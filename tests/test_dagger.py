@@ -126,7 +126,26 @@ def test_tiny_dagger_train_export_policy_take(tmp_path, rig):
     assert out.returncode == 0, out.stderr
     pf = load_policy(pol, rig)
     assert pf.meta["period"] == 1 and pf.meta["training"]["iterations"] == 2 and pf.latent_dim == 4
+    assert pf.meta["training"]["dagger_round"] in (1, 2) and pf.meta["training"]["stood_alone_s"] == 0.5
     held = f"{WALK}@0.5"
     take = simulate(rig, [(held, 0.2)], controller="policy", policy=pf)
     stood = simulate(rig, [(held, 0.2)], params=TrackingParams(residual=0.0))  # the stand controller's take
     assert np.allclose(take.q[0], stood.q[0], atol=1e-9)  # both start balanced
+
+
+def test_an_episode_that_falls_keeps_no_labels_of_its_last_second(tmp_path):
+    """The untrained policy falls; the labels of the second before the fall are dropped, every
+    earlier decision keeps one."""
+    from engine.control.policy import PolicyController
+    from training.config import load_config
+    from training.dagger import DaggerTrainer
+
+    cfg_path = tmp_path / "c.toml"
+    cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n'
+                        % (REPO / "training/configs/stand.toml"))
+    tr = DaggerTrainer(load_config(cfg_path), tmp_path / "run")
+    untrained = PolicyController(tr.policy_file(), tr.rig, "track", tr.track)
+    stood = tr.episode(np.random.default_rng(0), 6.0, untrained)
+    assert 1.0 < stood < 6.0  # it fell
+    assert len(tr.data["label"]) == round(stood * 120) - 120
+    assert all(len(v) == len(tr.data["label"]) for v in tr.data.values())

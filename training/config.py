@@ -42,6 +42,7 @@ class DaggerConfig:
     velocity_noise: float = 0.1    # rad/s and m/s on every DOF at each episode's start
     action_noise: float = 0.03     # on the expert's activations in round 0 (states off its own path)
     snapshot_seconds: float = 0.0  # also start episodes from the expert's own take, a state a second
+    fall_margin_seconds: float = 1.0  # labels of the last seconds before a fall are dropped
     fit_steps: int = 3000          # gradient steps per round, on everything gathered so far
     fit_batch: int = 256
     lr: float = 1e-3
@@ -164,7 +165,7 @@ class TrainConfig:
             for k in ("episode_seconds", "lr", "eval_seconds"):
                 if not (getattr(d, k) > 0):
                     raise ParameterError(f"dagger.{k}", f"must be > 0, got {getattr(d, k)!r}")
-            for k in ("velocity_noise", "action_noise", "snapshot_seconds"):
+            for k in ("velocity_noise", "action_noise", "snapshot_seconds", "fall_margin_seconds"):
                 if not (getattr(d, k) >= 0):
                     raise ParameterError(f"dagger.{k}", f"must be >= 0, got {getattr(d, k)!r}")
             if not (0 <= d.beta_decay <= 1):

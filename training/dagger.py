@@ -11,7 +11,8 @@ whose muscle-space PD force (eq. 4) is the force the expert's activation makes
 PD loop. The networks are refit on everything gathered (warm, `fit_steps` per round): the
 force error in units of f0, one-sided where the expert leaves a muscle off (any target long
 enough that the PD does not pull is right), plus beta x the KL term (eq. 41). After each round
-the policy alone stands from the start and the log says for how long.
+the policy alone stands from the start and the log says for how long; the run keeps the round
+whose policy stood longest (DAgger's choice among its policies), and export writes that one.
 
     tr = DaggerTrainer(cfg, out_dir)    # cfg.dagger set, one clip CLIP@SECONDS
     tr.train()                          # returns the summary figures
@@ -98,6 +99,7 @@ class DaggerTrainer:
         self.seconds = 0.0
         self.stop = StopFlag()
         self.last: dict = {}
+        self.best: dict = {}  # the round whose policy stood longest alone (the latest of equals)
         self.data = {k: [] for k in ("state", "target", "label", "on")}
 
         ref, name = load_clip(rig, cfg.clips[0])
@@ -155,7 +157,7 @@ class DaggerTrainer:
         beta per decision), labelling every decision's state; returns the seconds stood."""
         self.reset(rng, velocity_noise, start)
         sim, period = self.sim, self.d.period
-        t0 = sim.time
+        t0, n0 = sim.time, len(self.data["label"])
         action = None
         for i in range(int(round(seconds * 120))):
             if i % period == 0:
@@ -172,6 +174,11 @@ class DaggerTrainer:
                     action = learner.act(sim, s)
             sim.step(action)
             if self._fallen():
+                # the last states before a fall are past saving (the expert falls from far less):
+                # their labels would spend the fit on what cannot be learnt
+                keep = max(n0, len(self.data["label"]) - int(self.d.fall_margin_seconds * 120 / period))
+                for v in self.data.values():
+                    del v[keep:]
                 break
         return sim.time - t0
 
@@ -245,6 +252,9 @@ class DaggerTrainer:
                    fit_loss=round(loss, 6), force_err_f0=round(err, 5), eval_stood_s=round(eval_stood, 2),
                    eval_seconds=d.eval_seconds)
         self.last = row
+        if eval_stood >= self.best.get("eval_stood_s", -1.0):
+            self.best = dict(round=self.round, eval_stood_s=row["eval_stood_s"],
+                             vae={k: v.clone() for k, v in self.model.vae.state_dict().items()})
         self._log(row)
         return row
 
@@ -266,6 +276,7 @@ class DaggerTrainer:
         r = self.last
         return dict(rounds=self.round, labels=r.get("labels"), force_err_f0=r.get("force_err_f0"),
                     eval_stood_s=r.get("eval_stood_s"), eval_seconds=self.d.eval_seconds,
+                    best_round=self.best.get("round"), best_eval_stood_s=self.best.get("eval_stood_s"),
                     seconds=round(self.seconds, 2), out=str(self.out))
 
     # ---- log, plot, checkpoint --------------------------------------------------------------------
@@ -282,10 +293,11 @@ class DaggerTrainer:
         return plot_log(self.out / LOG, self.out / PLOT)
 
     def save(self) -> Path:
-        """A checkpoint `sinew export-policy` reads (the networks and their normalisation)."""
+        """A checkpoint `sinew export-policy` reads: the networks (the last round's, and the
+        best round's, which export writes) and their normalisation."""
         m = self.model
         ck = dict(format="sinew-train-checkpoint", version=1, config=self.cfg.to_dict(), iteration=self.round,
-                  task_iteration=0, seconds=self.seconds, vae=m.vae.state_dict(),
+                  task_iteration=0, seconds=self.seconds, vae=m.vae.state_dict(), best=self.best,
                   norm=dict(state_mean=m.state_mean, state_std=m.state_std, target_mean=m.target_mean,
                             target_std=m.target_std), last=self.last)
         with atomic_path(self.out / CHECKPOINT) as tmp:
@@ -294,11 +306,11 @@ class DaggerTrainer:
 
 
 def model_from_checkpoint(ck: dict, cfg) -> Model:
-    """The networks of a DAgger checkpoint, for export (no simulation, no expert)."""
+    """The networks of a DAgger checkpoint's best round, for export (no simulation, no expert)."""
     rig = load_rig(cfg.rig)
     gains = PDGains.for_rig(rig, cfg.stiffness, cfg.damping)
     m = Model(rig, cfg, TorchMuscleSystem(rig, fat.FatigueParams(scale=cfg.fatigue_scale), 1.0 / 120.0, gains))
-    m.vae.load_state_dict(ck["vae"])
+    m.vae.load_state_dict((ck.get("best") or {}).get("vae", ck["vae"]))
     for k, v in ck["norm"].items():
         setattr(m, k, v)
     return m

@@ -26,9 +26,11 @@ def export_policy(run_or_ckpt, out) -> dict:
         model, cfg = tr.model, tr.cfg
     from .trainer import policy_file_arrays
 
-    arrays, meta = policy_file_arrays(model, cfg, dict(
-        training=dict(iterations=int(ck["iteration"]), task_iterations=int(ck["task_iteration"]),
-                      seconds=round(float(ck["seconds"]), 1), config=cfg.name, clips=[Path(c).name for c in cfg.clips])))
+    training = dict(iterations=int(ck["iteration"]), task_iterations=int(ck["task_iteration"]),
+                    seconds=round(float(ck["seconds"]), 1), config=cfg.name, clips=[Path(c).name for c in cfg.clips])
+    if ck.get("best"):  # a DAgger run exports its best round
+        training.update(dagger_round=int(ck["best"]["round"]), stood_alone_s=float(ck["best"]["eval_stood_s"]))
+    arrays, meta = policy_file_arrays(model, cfg, dict(training=training))
     out = write_npz(out, P.FORMAT, P.FORMAT_VERSION, meta, arrays)
     pf = P.load_policy(out, model.rig)  # read back: what we wrote must load
     return dict(parameters=pf.parameters, latent_dim=pf.latent_dim, has_task=pf.has_task,
