@@ -108,6 +108,7 @@ def test_tiny_dagger_train_export_policy_take(tmp_path, rig):
     cfg = tmp_path / "tiny_dagger.toml"
     cfg.write_text('base = "%s"\nname = "tiny_dagger"\nlatent_dim = 4\nvae_hidden = [32]\npolicy_hidden = [32]\n'
                    "[dagger]\nrounds = 2\nepisodes = 2\nepisode_seconds = 0.5\nfit_steps = 20\neval_seconds = 0.5\n"
+                   "snapshot_seconds = 2.0\n"
                    % (REPO / "training/configs/stand.toml"))
     run, pol = tmp_path / "run", tmp_path / "stand.npz"
     env = dict(__import__("os").environ, OPENBLAS_NUM_THREADS="1")
@@ -142,7 +143,7 @@ def test_an_episode_that_falls_keeps_no_labels_of_its_last_second(tmp_path):
 
     cfg_path = tmp_path / "c.toml"
     cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n'
-                        % (REPO / "training/configs/stand.toml"))
+                        "[dagger]\nsnapshot_seconds = 0.0\n" % (REPO / "training/configs/stand.toml"))
     tr = DaggerTrainer(load_config(cfg_path), tmp_path / "run")
     untrained = PolicyController(tr.policy_file(), tr.rig, "track", tr.track)
     stood = tr.episode(np.random.default_rng(0), 6.0, untrained)

@@ -39,9 +39,11 @@ class DaggerConfig:
     episodes: int = 8              # per round, each from a start state with perturbed velocities
     episode_seconds: float = 4.0
     beta_decay: float = 0.5        # round r plays the expert's action with probability beta_decay^r (1 in round 0)
-    velocity_noise: float = 0.1    # rad/s and m/s on every DOF at each episode's start
+    velocity_noise: float = 0.03   # rad/s and m/s on every DOF at each episode's start (0.1: the expert falls in 4 of 6)
     action_noise: float = 0.03     # on the expert's activations in round 0 (states off its own path)
-    snapshot_seconds: float = 0.0  # also start episodes from the expert's own take, a state a second
+    snapshot_seconds: float = 120.0  # start episodes from the expert's own take, a state a second: the
+                                     # muscles' fatigue grows along it, and a policy that never saw
+                                     # it falls once its fatigue inputs leave what it was taught on
     fall_margin_seconds: float = 1.0  # labels of the last seconds before a fall are dropped
     fit_steps: int = 3000          # gradient steps per round, on everything gathered so far
     fit_batch: int = 256

@@ -8,7 +8,7 @@ so far, the expert's action played instead with probability beta_decay^round. Ev
 state is labelled with the expert's answer there, as a PD action (eq. 11): the target length
 whose muscle-space PD force (eq. 4) is the force the expert's activation makes
 (engine.muscle.pd_action_for_force), so the policy keeps the product's action and its 120 Hz
-PD loop. The networks are refit on everything gathered (warm, `fit_steps` per round): the
+PD loop. New networks are fit on everything gathered (`fit_steps` per round): the
 force error in units of f0, one-sided where the expert leaves a muscle off (any target long
 enough that the PD does not pull is right), plus beta x the KL term (eq. 41). After each round
 the policy alone stands from the start and the log says for how long; the run keeps the round
@@ -47,6 +47,7 @@ from engine.simulation import MuscleCommand, Simulation
 from engine.take import FALL_ROOT_HEIGHT
 
 from .model import Model
+from .networks import VAE
 from .torch_muscle import TorchMuscleSystem
 
 CHECKPOINT = "checkpoint.pt"
@@ -92,7 +93,6 @@ class DaggerTrainer:
         self.gains = PDGains.for_rig(rig, cfg.stiffness, cfg.damping)
         fatigue = fat.FatigueParams(scale=cfg.fatigue_scale)
         self.model = Model(rig, cfg, TorchMuscleSystem(rig, fatigue, 1.0 / 120.0, self.gains))
-        self.opt = torch.optim.RAdam(self.model.vae.parameters(), lr=self.d.lr)
         self.rng = np.random.default_rng([cfg.seed, 3])
         self.gen = torch.Generator().manual_seed(cfg.seed + 11)
         self.round = 0
@@ -202,9 +202,13 @@ class DaggerTrainer:
             setattr(m, f"{name}_std", torch.as_tensor(np.maximum(x.std(0), STD_FLOOR), dtype=torch.float32))
 
     def fit(self) -> tuple[float, float]:
-        """`fit_steps` minibatch steps on every label gathered; returns the loss and the RMS
-        force error (f0) of the last 100 steps."""
+        """New networks fit with `fit_steps` minibatch steps on every label gathered (DAgger
+        trains each round's policy afresh on the aggregate: a warm start carries one round's
+        bad fit into the next); returns the loss and the RMS force error (f0) of the last 100 steps."""
         m, cfg, d = self.model, self.cfg, self.d
+        torch.manual_seed(cfg.seed + 1000 * self.round)
+        m.vae = VAE(m.S, m.T, m.M, cfg.latent_dim, cfg.vae_hidden, cfg.policy_hidden, cfg.experts, cfg.gate_hidden)
+        opt = torch.optim.RAdam(m.vae.parameters(), lr=d.lr)
         X = (torch.as_tensor(np.array(self.data["state"])) - m.state_mean) / m.state_std
         T = (torch.as_tensor(np.array(self.data["target"])) - m.target_mean) / m.target_std
         Y = torch.as_tensor(np.array(self.data["label"]))
@@ -220,10 +224,10 @@ class DaggerTrainer:
             err = (force_error(a, Y[i], on[i], cfg.stiffness) ** 2).mean()
             kl = ((off ** 2).sum(-1) / (2 * cfg.sigma_prior ** 2)).mean()  # eq. 41
             loss = err + cfg.beta * kl
-            self.opt.zero_grad()
+            opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(m.vae.parameters(), cfg.grad_clip)
-            self.opt.step()
+            opt.step()
             if k >= d.fit_steps - 100:
                 losses.append(loss.item())
                 errs.append(err.item())
