@@ -237,3 +237,25 @@ def test_numpy_policy_matches_torch(rig, walk, tmp_path):
             a_t = m.act(sn_t, z_t)[0].double().numpy()
         assert np.abs(a_np).max() > 0.05  # the comparison is not trivially of zeros
         assert np.abs(a_np - a_t).max() < 1e-5
+
+
+TAUGHT_STAND = REPO / "docs" / "results" / "dagger_stand_2026-11-24" / "stand.npz"
+
+
+def test_the_taught_stand_policy_carries_the_character(rig):
+    """The committed policy taught by the stand controller (`sinew train --config stand`,
+    exported): a product take of the held walk pose, 60 s at fatigue scale 1, on the muscles
+    alone: no fall, the pelvis within 2 cm of the height it starts at (the balanced pose), the
+    posture within a few degrees of the pose held; a policy that stood on a hidden force would
+    have none here to stand on."""
+    from engine.take import simulate
+
+    pf = P.load_policy(TAUGHT_STAND, rig)
+    assert pf.meta["period"] == 1 and pf.meta["training"]["config"] == "stand"
+    take = simulate(rig, [(f"{WALK}@0.5", 60.0)], controller="policy", policy=pf)
+    s = take.meta["summary"]
+    assert not s["fell"] and take.times[-1] >= 59.9
+    assert np.abs(take.residual_force).max() == 0.0 and np.abs(take.residual_torque).max() == 0.0
+    z = take.q[:, 2]
+    assert np.abs(z - z[0]).max() < 0.02
+    assert np.mean(take.joint_err_deg[-600:]) < 10.0  # the pose held (the balanced pose moves it ~5-7 deg)

@@ -149,7 +149,8 @@ def _train_dagger(args, cfg, out, stop) -> int:
     s = tr.train(args.iterations, stop=stop)
     _emit(s, args.json, [f"trained {s['rounds']} DAgger rounds in {s['seconds']:.1f} s -> {s['out']}",
                          f"{s['labels']} expert labels, RMS force error {s['force_err_f0']} f0; the policy alone "
-                         f"stood {s['eval_stood_s']} s of {s['eval_seconds']:g}",
+                         f"stood {s['eval_stood_s']} s of {s['eval_seconds']:g} (mean of its starts); best: "
+                         f"round {s['best_round']}, {s['best_eval_stood_s']} s (what export-policy writes)",
                          f"log {out / 'log.csv'}, curves {out / 'learning_curve.png'}"])
     if stop.requested:
         from engine.interrupt import stopped_line

@@ -48,7 +48,8 @@ class DaggerConfig:
     fit_steps: int = 3000          # gradient steps per round, on everything gathered so far
     fit_batch: int = 256
     lr: float = 1e-3
-    eval_seconds: float = 30.0     # the learner alone from the start, after each round
+    eval_seconds: float = 60.0     # the learner alone from the start, after each round ...
+    eval_starts: int = 3           # ... this many times: unperturbed, then with velocity_noise
     period: int = 1                # physics steps per decision (1: 120 Hz, as the expert decides)
 
 
@@ -160,7 +161,7 @@ class TrainConfig:
                 raise InputFileError(c, "clip not found")
         if self.dagger is not None:
             d = self.dagger
-            for k in ("rounds", "episodes", "fit_steps", "fit_batch", "period"):
+            for k in ("rounds", "episodes", "fit_steps", "fit_batch", "period", "eval_starts"):
                 v = getattr(d, k)
                 if not isinstance(v, int) or v < 1:
                     raise ParameterError(f"dagger.{k}", f"must be an integer >= 1, got {v!r}")

@@ -11,8 +11,9 @@ whose muscle-space PD force (eq. 4) is the force the expert's activation makes
 PD loop. New networks are fit on everything gathered (`fit_steps` per round): the
 force error in units of f0, one-sided where the expert leaves a muscle off (any target long
 enough that the PD does not pull is right), plus beta x the KL term (eq. 41). After each round
-the policy alone stands from the start and the log says for how long; the run keeps the round
-whose policy stood longest (DAgger's choice among its policies), and export writes that one.
+the policy alone stands from the start (`eval_starts` times: unperturbed, then with the start
+noise) and the log says for how long on average; the run keeps the round whose policy stood
+longest (DAgger's choice among its policies), and export writes that one.
 
     tr = DaggerTrainer(cfg, out_dir)    # cfg.dagger set, one clip CLIP@SECONDS
     tr.train()                          # returns the summary figures
@@ -55,7 +56,7 @@ LOG = "log.csv"
 PLOT = "learning_curve.png"
 STD_FLOOR = 0.05  # the normalisation's smallest standard deviation (as the model-based trainer's)
 LOG_COLUMNS = ["round", "labels", "seconds", "beta", "episodes_stood_s", "fit_loss", "force_err_f0",
-               "eval_stood_s", "eval_seconds"]
+               "eval_stood_s", "eval_min_s", "eval_seconds"]
 
 
 def action_labels(sim, activation: np.ndarray, gains: PDGains) -> tuple[np.ndarray, np.ndarray]:
@@ -246,15 +247,18 @@ class DaggerTrainer:
             self._normalise()
         loss, err = self.fit()
         alone = P.PolicyController(self.policy_file(), self.rig, "track", self.track)
-        # the policy alone, from the start: the round's figure, and labels from the states it
-        # reaches later than any episode does (DAgger's data with beta = 0)
-        eval_stood = self.episode(np.random.default_rng(0), d.eval_seconds, alone, start=0)
+        # the policy alone from the start, unperturbed and perturbed: the round's figure (the
+        # mean time stood), and labels from the states it reaches later than any episode does
+        # (DAgger's data with beta = 0)
+        evals = [self.episode(np.random.default_rng([self.cfg.seed, 7, k]), d.eval_seconds, alone,
+                              velocity_noise=d.velocity_noise if k else 0.0, start=0) for k in range(d.eval_starts)]
+        eval_stood = float(np.mean(evals))
         self.round += 1
         self.seconds += time.perf_counter() - t_start
         row = dict(round=self.round, labels=len(self.data["label"]), seconds=round(self.seconds, 1),
                    beta=round(beta, 4), episodes_stood_s=round(float(np.mean(stood)), 2),
                    fit_loss=round(loss, 6), force_err_f0=round(err, 5), eval_stood_s=round(eval_stood, 2),
-                   eval_seconds=d.eval_seconds)
+                   eval_min_s=round(min(evals), 2), eval_seconds=d.eval_seconds)
         self.last = row
         if eval_stood >= self.best.get("eval_stood_s", -1.0):
             self.best = dict(round=self.round, eval_stood_s=row["eval_stood_s"],
@@ -335,7 +339,8 @@ def plot_log(log_path, out_path) -> Path:
     get = lambda k: np.array([float(r[k]) for r in rows])
     r = get("round")
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
-    ax[0].plot(r, get("eval_stood_s"), "o-", label="policy alone, from the start")
+    ax[0].plot(r, get("eval_stood_s"), "o-", label="policy alone, from the start (mean)")
+    ax[0].plot(r, get("eval_min_s"), "v:", label="policy alone, shortest")
     ax[0].plot(r, get("episodes_stood_s"), "s--", label="round's episodes (mean)")
     ax[0].axhline(get("eval_seconds")[-1], color="0.6", lw=0.8)
     ax[0].set(xlabel="DAgger round", ylabel="seconds standing", title="Standing on its muscles")
