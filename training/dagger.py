@@ -247,11 +247,11 @@ class DaggerTrainer:
             self._normalise()
         loss, err = self.fit()
         alone = P.PolicyController(self.policy_file(), self.rig, "track", self.track)
-        # the policy alone from the start, unperturbed and perturbed: the round's figure (the
-        # mean time stood), and labels from the states it reaches later than any episode does
-        # (DAgger's data with beta = 0)
+        # the policy alone from the start, unperturbed and perturbed: the round's figure, the
+        # mean time stood (not labelled: a minute of quiet standing would outweigh the episodes)
         evals = [self.episode(np.random.default_rng([self.cfg.seed, 7, k]), d.eval_seconds, alone,
-                              velocity_noise=d.velocity_noise if k else 0.0, start=0) for k in range(d.eval_starts)]
+                              velocity_noise=d.velocity_noise if k else 0.0, start=0, label=False)
+                 for k in range(d.eval_starts)]
         eval_stood = float(np.mean(evals))
         self.round += 1
         self.seconds += time.perf_counter() - t_start
