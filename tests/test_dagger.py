@@ -150,3 +150,23 @@ def test_an_episode_that_falls_keeps_no_labels_of_its_last_second(tmp_path):
     assert 1.0 < stood < 6.0  # it fell
     assert len(tr.data["label"]) == round(stood * 120) - 120
     assert all(len(v) == len(tr.data["label"]) for v in tr.data.values())
+
+
+def test_pushed_episodes_shove_the_character_and_let_go(tmp_path):
+    """push_force: each episode is shoved at the pelvis once; the force is gone when it ends."""
+    from training.config import load_config
+    from training.dagger import DaggerTrainer
+
+    cfg_path = tmp_path / "c.toml"
+    cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n'
+                        "[dagger]\nsnapshot_seconds = 0.0\npush_force = 150.0\n" % (REPO / "training/configs/stand.toml"))
+    tr = DaggerTrainer(load_config(cfg_path), tmp_path / "run")
+    ends = []
+    for push in (False, True):
+        tr.episode(np.random.default_rng(3), 2.0, None, push=push, label=False)
+        ends.append(tr.sim.state.pos[0].copy())
+        assert not np.any(tr.sim.physics.external_force)
+    push = tr._random_push(np.random.default_rng(3), 0.0)
+    assert 0.5 <= push.time <= 1.5 and push.seconds == 0.2 and push.force[2] == 0.0
+    assert np.hypot(*push.force[:2]) <= 150.0
+    assert np.linalg.norm(ends[1][:2] - ends[0][:2]) > 0.005  # the shove moved the pelvis

@@ -45,6 +45,7 @@ class DaggerConfig:
                                      # muscles' fatigue grows along it, and a policy that never saw
                                      # it falls once its fatigue inputs leave what it was taught on
     fall_margin_seconds: float = 1.0  # labels of the last seconds before a fall are dropped
+    push_force: float = 0.0        # N: each episode shoved at the pelvis (0.2 s, any horizontal direction, up to this)
     fit_steps: int = 3000          # gradient steps per round, on everything gathered so far
     fit_batch: int = 256
     lr: float = 1e-3
@@ -168,7 +169,7 @@ class TrainConfig:
             for k in ("episode_seconds", "lr", "eval_seconds"):
                 if not (getattr(d, k) > 0):
                     raise ParameterError(f"dagger.{k}", f"must be > 0, got {getattr(d, k)!r}")
-            for k in ("velocity_noise", "action_noise", "snapshot_seconds", "fall_margin_seconds"):
+            for k in ("velocity_noise", "action_noise", "snapshot_seconds", "fall_margin_seconds", "push_force"):
                 if not (getattr(d, k) >= 0):
                     raise ParameterError(f"dagger.{k}", f"must be >= 0, got {getattr(d, k)!r}")
             if not (0 <= d.beta_decay <= 1):

@@ -43,6 +43,7 @@ from engine.errors import ParameterError
 from engine.interrupt import StopFlag
 from engine.muscle_step import PDGains
 from engine.progress import Progress
+from engine.push import Push, PushSchedule
 from engine.rig import load_rig
 from engine.simulation import MuscleCommand, Simulation
 from engine.take import FALL_ROOT_HEIGHT
@@ -153,14 +154,17 @@ class DaggerTrainer:
 
     def episode(self, rng, seconds: float, learner: P.PolicyController | None, beta: float = 0.0,
                 action_noise: float = 0.0, velocity_noise: float = 0.0, start: int | None = None,
-                label: bool = True) -> float:
+                label: bool = True, push: bool = False) -> float:
         """Play one episode (the learner, or the expert where it is None or with probability
-        beta per decision), labelling every decision's state; returns the seconds stood."""
+        beta per decision), labelling every decision's state, with a random push (`push`,
+        when the config's push_force is set); returns the seconds stood."""
         self.reset(rng, velocity_noise, start)
         sim, period = self.sim, self.d.period
         t0, n0 = sim.time, len(self.data["label"])
+        pushes = PushSchedule(self.rig, [self._random_push(rng, t0)] if push else [], sim.dt)
         action = None
         for i in range(int(round(seconds * 120))):
+            pushes.apply(sim)
             if i % period == 0:
                 s = sim.state
                 expert = self.expert.act(sim, s) if (label or learner is None) else None
@@ -181,7 +185,14 @@ class DaggerTrainer:
                 for v in self.data.values():
                     del v[keep:]
                 break
+        sim.physics.set_external_force(np.zeros((self.rig.num_bodies, 3)))  # a push may still act
         return sim.time - t0
+
+    def _random_push(self, rng, t0: float) -> Push:
+        """A shove at the pelvis for 0.2 s, 0.5-1.5 s into the episode: horizontal, in any
+        direction, up to push_force newtons."""
+        angle, size = rng.uniform(0.0, 2.0 * np.pi), rng.uniform(0.0, self.d.push_force)
+        return Push(t0 + rng.uniform(0.5, 1.5), (size * np.cos(angle), size * np.sin(angle), 0.0), 0.2)
 
     def _label(self, activation: np.ndarray) -> None:
         s, f = self.sim.state, self.sim.fatigue
@@ -241,7 +252,7 @@ class DaggerTrainer:
         beta = 1.0 if self.round == 0 else d.beta_decay ** self.round
         learner = None if self.round == 0 else P.PolicyController(self.policy_file(), self.rig, "track", self.track)
         stood = [self.episode(self.rng, d.episode_seconds, learner, beta,
-                              d.action_noise if self.round == 0 else 0.0, d.velocity_noise)
+                              d.action_noise if self.round == 0 else 0.0, d.velocity_noise, push=d.push_force > 0)
                  for _ in range(d.episodes)]
         if self.round == 0:
             self._normalise()
@@ -341,7 +352,7 @@ def plot_log(log_path, out_path) -> Path:
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
     ax[0].plot(r, get("eval_stood_s"), "o-", label="policy alone, from the start (mean)")
     ax[0].plot(r, get("eval_min_s"), "v:", label="policy alone, shortest")
-    ax[0].plot(r, get("episodes_stood_s"), "s--", label="round's episodes (mean)")
+    ax[0].plot(r, get("episodes_stood_s"), "s--", label="round's episodes (mean; each a few seconds)")
     ax[0].axhline(get("eval_seconds")[-1], color="0.6", lw=0.8)
     ax[0].set(xlabel="DAgger round", ylabel="seconds standing", title="Standing on its muscles")
     ax[0].legend()
