@@ -83,6 +83,9 @@ def force_error(action: torch.Tensor, label: torch.Tensor, on: torch.Tensor, sti
 
 
 class DaggerTrainer:
+    """A DAgger run: the expert started on the config's held pose, its start states, the
+    labels gathered so far, the networks, the log and the checkpoint in `out_dir`."""
+
     def __init__(self, cfg, out_dir):
         if cfg.dagger is None:
             raise ParameterError("config", "DaggerTrainer needs a config with a [dagger] table")
