@@ -179,6 +179,12 @@ def moe(gate_layers, expert_layers, x):
     return h
 
 
+def _f32(net, *args):
+    """A network (mlp or moe) on float32 layers: the input (last argument) in float32, the
+    output back in float64."""
+    return net(*args[:-1], np.asarray(args[-1], np.float32)).astype(np.float64)
+
+
 # ---- the policy file ---------------------------------------------------------------------
 _NETS = ("prior", "posterior", "policy.gate", "policy.expert", "task")
 
@@ -199,9 +205,11 @@ class PolicyFile:
         return out
 
     def __post_init__(self):
-        # in float64 once: a float32 layer meets float64 features, and numpy would otherwise
-        # convert it on every call (the same values, 3x the time of the product)
-        self._cache = {n: [(np.asarray(W, np.float64), np.asarray(b, np.float64)) for W, b in self.layers(n)]
+        # in float32 once (as trained and stored); each network's input is cast to float32 and
+        # its output back to float64 (_f32): float32 products take about half the time (the
+        # stand policy's three networks 0.25 -> 0.13 ms a decision) and still agree with the
+        # torch policy within 1e-5
+        self._cache = {n: [(np.asarray(W, np.float32), np.asarray(b, np.float32)) for W, b in self.layers(n)]
                        for n in _NETS}
 
     @property
@@ -228,17 +236,17 @@ class PolicyFile:
         return (t - self.arrays["norm.target_mean"]) / self.arrays["norm.target_std"]
 
     def prior_mean(self, sn):
-        return mlp(self._cache["prior"], sn)
+        return _f32(mlp, self._cache["prior"], sn)
 
     def posterior_offset(self, sn, tn):
-        return mlp(self._cache["posterior"], np.concatenate([sn, tn], -1))
+        return _f32(mlp, self._cache["posterior"], np.concatenate([sn, tn], -1))
 
     def task_offset(self, sn, g):
-        return mlp(self._cache["task"], np.concatenate([sn, g], -1))
+        return _f32(mlp, self._cache["task"], np.concatenate([sn, g], -1))
 
     def action(self, sn, z):
-        return self.action_scale * moe(self._cache["policy.gate"], self._cache["policy.expert"],
-                                       np.concatenate([sn, z], -1))
+        return self.action_scale * _f32(moe, self._cache["policy.gate"], self._cache["policy.expert"],
+                                        np.concatenate([sn, z], -1))
 
 
 def load_policy(path, rig: Rig | None = None) -> PolicyFile:
