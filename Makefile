@@ -22,6 +22,9 @@ $(STAMP): pyproject.toml Makefile tools/link_ode.sh
 
 MASS_MOTION := ../shared/reference/mass/motion
 
+# A policy taught by the stand controller (sinew train --config stand).
+STAND_POLICY := docs/results/dagger_stand_2026-11-24/stand.npz
+
 demo: $(STAMP)
 	mkdir -p $(OUT)
 	$(VENV)/bin/sinew info
@@ -32,10 +35,11 @@ demo: $(STAMP)
 	$(VENV)/bin/sinew arm-hold --out $(OUT)/arm_hold
 	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh:20 --fatigue-scale 50 --out $(OUT)/tired_walk
 	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh@0.25:60 --residual 0 --fatigue-scale 50 --out $(OUT)/held_pose
+	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh@0.5:30 --controller policy --policy $(STAND_POLICY) --out $(OUT)/stand_policy
 	$(PY) scripts/demo_scene.py $(MASS_MOTION)/walk.bvh $(OUT)/demo_scene.blend
 	$(VENV)/bin/sinew bake $(OUT)/demo_scene.blend --armature walk --clip $(MASS_MOTION)/walk.bvh:5 --out $(OUT)/fatigued_take.blend
 	$(PY) scripts/render_preview.py $(OUT)/fatigued_take.blend $(OUT)/fatigued_take.png --size 640x360 --samples 16
-	$(VENV)/bin/sinew bench --seconds 2
+	$(VENV)/bin/sinew bench --seconds 2 --policy $(STAND_POLICY)
 	@echo "demo outputs in $(OUT)/"
 
 # The suite runs on the compiled muscle step; the simulation tests run again on the numpy
