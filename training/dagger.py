@@ -7,10 +7,9 @@ Each round plays `episodes` from start states with perturbed velocities: round 0
 so far, the expert's action played instead with probability beta_decay^round (not below
 beta_floor). Every visited state is labelled with the expert's answer there, as a PD action
 (eq. 11): the target length whose muscle-space PD force (eq. 4) is the force the expert's
-activation makes
-(engine.muscle.pd_action_for_force), so the policy keeps the product's action and its 120 Hz
-PD loop. New networks are fit on everything gathered (`fit_steps` per round): the
-force error in units of f0, one-sided where the expert leaves a muscle off (any target long
+activation makes (engine.muscle.pd_action_for_force), so the policy keeps the product's action
+and its 120 Hz PD loop. New networks are fit on everything gathered (`fit_steps` per round):
+the force error in units of f0, one-sided where the expert leaves a muscle off (any target long
 enough that the PD does not pull is right), plus beta x the KL term (eq. 41). After each round
 the policy alone stands from the start (`eval_starts` times: unperturbed, then with the start
 noise) and the log says for how long on average; the run keeps the round whose policy stood
