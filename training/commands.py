@@ -16,7 +16,6 @@ EPILOG_TRAIN = """examples:
   sinew train --out runs/walk --resume --iterations 400      # continue exactly where it stopped
   sinew train --config heading --out runs/walk --resume      # add the heading/speed task policy
   sinew train --config tiny --out runs/tiny --json           # summary as JSON on the last line
-
   sinew train --config stand --out runs/stand                # DAgger from the stand controller (~12 min)
 
 --config takes a TOML path or a name from training/configs (tiny, walk_cpu, paper, heading,
