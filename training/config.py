@@ -39,7 +39,6 @@ class DaggerConfig:
     episodes: int = 8              # per round, each from a start state with perturbed velocities
     episode_seconds: float = 4.0
     beta_decay: float = 0.5        # round r plays the expert's action with probability beta_decay^r (1 in round 0)
-    beta_floor: float = 0.0        # ... but never less than this
     velocity_noise: float = 0.03   # rad/s and m/s on every DOF at each episode's start (0.1: the expert falls in 4 of 6)
     action_noise: float = 0.03     # on the expert's activations in round 0 (states off its own path)
     snapshot_seconds: float = 120.0  # start episodes from the expert's own take, a state a second: the
@@ -173,9 +172,8 @@ class TrainConfig:
             for k in ("velocity_noise", "action_noise", "snapshot_seconds", "fall_margin_seconds", "push_force"):
                 if not (getattr(d, k) >= 0):
                     raise ParameterError(f"dagger.{k}", f"must be >= 0, got {getattr(d, k)!r}")
-            for k in ("beta_decay", "beta_floor"):
-                if not (0 <= getattr(d, k) <= 1):
-                    raise ParameterError(f"dagger.{k}", f"must be in [0, 1], got {getattr(d, k)!r}")
+            if not (0 <= d.beta_decay <= 1):
+                raise ParameterError("dagger.beta_decay", f"must be in [0, 1], got {d.beta_decay!r}")
             if len(self.clips) != 1 or split_hold(self.clips[0])[1] is None:
                 raise ParameterError("clips", "a [dagger] run learns from the stand controller: give one clip "
                                      "with the pose to hold, as CLIP@SECONDS")

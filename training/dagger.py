@@ -4,10 +4,10 @@ holds a pose 120 s) into the prior, posterior and policy networks.
 
 Each round plays `episodes` from start states with perturbed velocities: round 0 the expert
 (its activations with noise, so the states leave its own path), every later round the policy
-so far, the expert's action played instead with probability beta_decay^round (not below
-beta_floor). Every visited state is labelled with the expert's answer there, as a PD action
-(eq. 11): the target length whose muscle-space PD force (eq. 4) is the force the expert's
-activation makes (engine.muscle.pd_action_for_force), so the policy keeps the product's action
+so far, the expert's action played instead with probability beta_decay^round. Every visited
+state is labelled with the expert's answer there, as a PD action (eq. 11): the target length
+whose muscle-space PD force (eq. 4) is the force the expert's activation makes
+(engine.muscle.pd_action_for_force), so the policy keeps the product's action
 and its 120 Hz PD loop. New networks are fit on everything gathered (`fit_steps` per round):
 the force error in units of f0, one-sided where the expert leaves a muscle off (any target long
 enough that the PD does not pull is right), plus beta x the KL term (eq. 41). After each round
@@ -252,7 +252,7 @@ class DaggerTrainer:
     def step(self) -> dict:
         """One DAgger round: episodes, labels, a fit, the policy alone from the start."""
         d, t_start = self.d, time.perf_counter()
-        beta = 1.0 if self.round == 0 else max(d.beta_decay ** self.round, d.beta_floor)
+        beta = 1.0 if self.round == 0 else d.beta_decay ** self.round
         learner = None if self.round == 0 else P.PolicyController(self.policy_file(), self.rig, "track", self.track)
         stood = [self.episode(self.rng, d.episode_seconds, learner, beta,
                               d.action_noise if self.round == 0 else 0.0, d.velocity_noise, push=d.push_force > 0)
