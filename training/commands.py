@@ -140,8 +140,8 @@ def _train_dagger(args, cfg, out, stop) -> int:
     from .dagger import CHECKPOINT, DaggerTrainer
 
     if args.resume:
-        raise ParameterError("resume", "a [dagger] run does not resume (a round takes about a minute and its "
-                             "labels are not kept); train it again into a new --out")
+        raise ParameterError("resume", "a [dagger] run does not resume (the whole run takes about 12 minutes and "
+                             "its labels are not kept); train it again into a new --out")
     if (out / CHECKPOINT).exists():
         raise ParameterError("out", f"{out} already holds a run; choose another --out")
     tr = DaggerTrainer(cfg, out)

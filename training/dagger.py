@@ -19,8 +19,8 @@ longest (DAgger's choice among its policies), and export writes that one.
     tr.train()                          # returns the summary figures
 
 Decisions are at 120 Hz (`period` 1): held for MuscleVAE's 20 Hz, the expert itself falls within
-1.5 s (docs/research/policy_from_expert.md). A DAgger run does not resume: a round takes under
-a minute and its labels are not kept.
+1.5 s (docs/research/policy_from_expert.md). A DAgger run does not resume: the whole run takes
+about 12 minutes and its labels are not kept.
 """
 from __future__ import annotations
 
