@@ -63,6 +63,15 @@ def bench_tracking(seconds: float = 2.0, rig_name: str = "human284", clip: str |
     return summary, lines
 
 
+def _per_step(take, elapsed: float) -> tuple[float, float, float, float]:
+    """From a take's timing: the controller's and the whole loop's us a step, the set-up (s:
+    `elapsed` less the loop) and the real-time factor."""
+    t = take.meta["timing"]
+    steps = max(t["steps"], 1)
+    controller_us, total_us = 1e6 * t["controller_s"] / steps, 1e6 * t["wall_s"] / steps
+    return controller_us, total_us, round(elapsed - t["wall_s"], 2), round((1 / 120) / (total_us * 1e-6), 3)
+
+
 def bench_stand(seconds: float = 2.0, rig_name: str = "human284", clip: str | None = None):
     """Speed of the stand controller (engine.control.stand) holding the walk's pose at 0.25 s
     without the residual: its set-up (balanced pose, linearisation, LQR) and its steps.
@@ -78,13 +87,9 @@ def bench_stand(seconds: float = 2.0, rig_name: str = "human284", clip: str | No
     t0 = time.perf_counter()
     take = simulate(rig, [(clip, float(seconds))], params=TrackingParams(residual=0.0),
                     fatigue=fat.FatigueParams(scale=0.0), label="bench stand")
-    elapsed = time.perf_counter() - t0
-    t = take.meta["timing"]
-    steps = max(t["steps"], 1)
-    controller_us, total_us = 1e6 * t["controller_s"] / steps, 1e6 * t["wall_s"] / steps
-    summary = dict(setup_s=round(elapsed - t["wall_s"], 2), step_us=dict(stand_controller=round(controller_us, 1),
-                   stand_total=round(total_us, 1)), realtime_factor=round((1 / 120) / (total_us * 1e-6), 3),
-                   fell=take.meta["summary"]["fell"])
+    controller_us, total_us, setup_s, rtf = _per_step(take, time.perf_counter() - t0)
+    summary = dict(setup_s=setup_s, step_us=dict(stand_controller=round(controller_us, 1),
+                   stand_total=round(total_us, 1)), realtime_factor=rtf, fell=take.meta["summary"]["fell"])
     lines = [f"stand controller, a held pose without the residual, {take.meta['simulated_seconds']:.1f} s:",
              f"  set-up (balanced pose, linearisation, LQR, demands) {summary['setup_s']:.2f} s",
              f"  controller {controller_us:9.1f} us/step; whole loop {total_us:9.1f} us/step = "
@@ -110,14 +115,11 @@ def bench_policy(policy, seconds: float = 2.0, rig_name: str = "human284"):
     t0 = time.perf_counter()
     take = simulate(rig, [(clip, float(seconds))], controller="policy", policy=pf,
                     fatigue=fat.FatigueParams(scale=0.0), label="bench policy")
-    elapsed = time.perf_counter() - t0
-    t = take.meta["timing"]
-    steps = max(t["steps"], 1)
-    policy_us, total_us = 1e6 * t["controller_s"] / steps, 1e6 * t["wall_s"] / steps
-    period = int(pf.meta.get("period", 6))
-    summary = dict(clip=Path(clip).name, period=period, parameters=pf.parameters, setup_s=round(elapsed - t["wall_s"], 2),
+    policy_us, total_us, setup_s, rtf = _per_step(take, time.perf_counter() - t0)
+    period = pf.period
+    summary = dict(clip=Path(clip).name, period=period, parameters=pf.parameters, setup_s=setup_s,
                    step_us=dict(policy=round(policy_us, 1), policy_total=round(total_us, 1)),
-                   realtime_factor=round((1 / 120) / (total_us * 1e-6), 3), fell=take.meta["summary"]["fell"])
+                   realtime_factor=rtf, fell=take.meta["summary"]["fell"])
     lines = [f"policy {Path(str(policy)).name} ({pf.parameters} parameters, a decision every {period} step(s)) "
              f"on {summary['clip']}, {take.meta['simulated_seconds']:.1f} s:",
              f"  policy {policy_us:9.1f} us/step; whole loop {total_us:9.1f} us/step = "

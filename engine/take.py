@@ -287,10 +287,10 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     sim.state = sim.physics.body_state()
     schedule = PushSchedule(rig, pushes, sim.dt)
     if controller == "policy":  # the posterior follows the plan: every clip of the chain, cross-fades included
-        from .control.policy import POLICY_PERIOD, PlanTrack
+        from .control.policy import PlanTrack
         from .control.stand import is_stance, start_stance
 
-        track = PlanTrack(rig, plan, int(policy.meta.get("period", POLICY_PERIOD)))
+        track = PlanTrack(rig, plan, policy.period)
         ctrl = PolicyController(policy, rig, mode="track", reference=track, seed=int(seed))
         if is_stance(sim, plan):  # a held pose starts balanced, as the stand controller starts it
             start_stance(sim, plan)

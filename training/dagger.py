@@ -51,11 +51,10 @@ from engine.take import FALL_ROOT_HEIGHT
 from .model import Model
 from .networks import VAE
 from .torch_muscle import TorchMuscleSystem
+from .trainer import CHECKPOINT, STD_FLOOR, policy_file_arrays
 
-CHECKPOINT = "checkpoint.pt"
 LOG = "log.csv"
 PLOT = "learning_curve.png"
-STD_FLOOR = 0.05  # the normalisation's smallest standard deviation (as the model-based trainer's)
 LOG_COLUMNS = ["round", "labels", "seconds", "beta", "episodes_stood_s", "fit_loss", "force_err_f0",
                "eval_stood_s", "eval_min_s", "eval_seconds"]
 
@@ -94,10 +93,9 @@ class DaggerTrainer:
         self.out.mkdir(parents=True, exist_ok=True)
         torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
-        self.rig = rig = load_rig(cfg.rig)
-        self.gains = PDGains.for_rig(rig, cfg.stiffness, cfg.damping)
-        fatigue = fat.FatigueParams(scale=cfg.fatigue_scale)
-        self.model = Model(rig, cfg, TorchMuscleSystem(rig, fatigue, 1.0 / 120.0, self.gains))
+        self.model = _model(cfg)
+        self.rig = rig = self.model.rig
+        self.gains = self.model.tm.gains
         self.rng = np.random.default_rng([cfg.seed, 3])
         self.gen = torch.Generator().manual_seed(cfg.seed + 11)
         self.round = 0
@@ -110,7 +108,8 @@ class DaggerTrainer:
         ref, name = load_clip(rig, cfg.clips[0])
         longest = max(self.d.episode_seconds, self.d.eval_seconds, self.d.snapshot_seconds)
         self.plan = MotionPlan(rig, [(ref, longest + 1.0, name)])
-        self.sim = sim = Simulation(rig, cfg.backend, fatigue=fatigue, gains=self.gains)
+        self.sim = sim = Simulation(rig, cfg.backend, fatigue=fat.FatigueParams(scale=cfg.fatigue_scale),
+                                    gains=self.gains)
         q0, v0, _ = self.plan.sample(0)
         sim.physics.set_q(q0, v0)
         sim.state = sim.physics.body_state()
@@ -150,8 +149,6 @@ class DaggerTrainer:
         self.expert.design_for(sim)
 
     def policy_file(self) -> P.PolicyFile:
-        from .trainer import policy_file_arrays
-
         arrays, meta = policy_file_arrays(self.model, self.cfg)
         return P.PolicyFile(meta, {k: np.asarray(v, np.float64) for k, v in arrays.items()})
 
@@ -170,10 +167,11 @@ class DaggerTrainer:
             pushes.apply(sim)
             if i % period == 0:
                 s = sim.state
-                expert = self.expert.act(sim, s) if (label or learner is None) else None
+                play_expert = learner is None or rng.random() < beta
+                expert = self.expert.act(sim, s) if (label or play_expert) else None
                 if label:
                     self._label(expert.activation)
-                if learner is None or rng.random() < beta:
+                if play_expert:
                     a = expert.activation
                     if action_noise:
                         a = np.clip(a + action_noise * rng.standard_normal(len(a)), 0.0, 1.0)
@@ -211,10 +209,10 @@ class DaggerTrainer:
     def _normalise(self) -> None:
         """State and target statistics from the first round's labels."""
         m = self.model
-        for name, key in (("state", "state"), ("target", "target")):
+        for key in ("state", "target"):
             x = np.array(self.data[key], np.float64)
-            setattr(m, f"{name}_mean", torch.as_tensor(x.mean(0), dtype=torch.float32))
-            setattr(m, f"{name}_std", torch.as_tensor(np.maximum(x.std(0), STD_FLOOR), dtype=torch.float32))
+            setattr(m, f"{key}_mean", torch.as_tensor(x.mean(0), dtype=torch.float32))
+            setattr(m, f"{key}_std", torch.as_tensor(np.maximum(x.std(0), STD_FLOOR), dtype=torch.float32))
 
     def fit(self) -> tuple[float, float]:
         """New networks fit with `fit_steps` minibatch steps on every label gathered (DAgger
@@ -327,11 +325,16 @@ class DaggerTrainer:
         return self.out / CHECKPOINT
 
 
-def model_from_checkpoint(ck: dict, cfg) -> Model:
-    """The networks of a DAgger checkpoint's best round, for export (no simulation, no expert)."""
+def _model(cfg) -> Model:
+    """The run's networks and the rig constants they need (the config's rig, PD gains, fatigue)."""
     rig = load_rig(cfg.rig)
     gains = PDGains.for_rig(rig, cfg.stiffness, cfg.damping)
-    m = Model(rig, cfg, TorchMuscleSystem(rig, fat.FatigueParams(scale=cfg.fatigue_scale), 1.0 / 120.0, gains))
+    return Model(rig, cfg, TorchMuscleSystem(rig, fat.FatigueParams(scale=cfg.fatigue_scale), 1.0 / 120.0, gains))
+
+
+def model_from_checkpoint(ck: dict, cfg) -> Model:
+    """The networks of a DAgger checkpoint's best round, for export (no simulation, no expert)."""
+    m = _model(cfg)
     m.vae.load_state_dict((ck.get("best") or {}).get("vae", ck["vae"]))
     for k, v in ck["norm"].items():
         setattr(m, k, v)

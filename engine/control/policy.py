@@ -217,6 +217,11 @@ class PolicyFile:
         return int(self.meta["latent_dim"])
 
     @property
+    def period(self) -> int:
+        """Physics steps per decision (POLICY_PERIOD, 20 Hz, in files that do not say)."""
+        return int(self.meta.get("period", POLICY_PERIOD))
+
+    @property
     def action_scale(self) -> float:
         """The network's output times this is the action (1 in files written before it existed)."""
         return float(self.meta.get("action_scale", 1.0))
@@ -435,7 +440,7 @@ class PolicyController:
         if not (np.isfinite(noise_scale) and noise_scale >= 0):
             raise ParameterError("noise_scale", f"{noise_scale!r}: expected a finite value >= 0")
         self.rig, self.mode, self.noise_scale = rig, mode, float(noise_scale)
-        self.period = int(self.policy.meta.get("period", POLICY_PERIOD))
+        self.period = self.policy.period
         self.rng = np.random.default_rng(seed)
         self.track = reference if isinstance(reference, PlanTrack) or reference is None else ReferenceTrack(rig, reference)
         self.W = fatigue_weights(rig)
