@@ -170,3 +170,16 @@ def test_pushed_episodes_shove_the_character_and_let_go(tmp_path):
     assert 0.5 <= push.time <= 1.5 and push.seconds == 0.2 and push.force[2] == 0.0
     assert np.hypot(*push.force[:2]) <= 150.0
     assert np.linalg.norm(ends[1][:2] - ends[0][:2]) > 0.005  # the shove moved the pelvis
+
+
+def test_a_dagger_run_needs_a_stance_its_expert_can_hold(tmp_path):
+    """On ODE (the stand controller's LQR is designed on MuJoCo's contacts) the run is refused
+    with the clip and the reason named, before any episode."""
+    from engine.errors import ParameterError
+    from training.config import load_config
+    from training.dagger import DaggerTrainer
+
+    cfg_path = tmp_path / "c.toml"
+    cfg_path.write_text('base = "%s"\nbackend = "ode"\n' % (REPO / "training/configs/stand.toml"))
+    with pytest.raises(ParameterError, match=r"walk\.bvh@0\.5.*mujoco backend"):
+        DaggerTrainer(load_config(cfg_path), tmp_path / "run")
