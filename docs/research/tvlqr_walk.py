@@ -11,8 +11,14 @@ time-varying LQR about the walk the product's tracker makes with it.
    u = -K x - k, deviation from the recorded activations.
 3. Replay without the residual: a = clip(a_t - K_t dx - k_t) in the 3CC-r bounds, from the
    same start. How long does it walk, at what error?
+   --t0 T: the tracker keeps its residual until T (the replay is bit for bit the recording
+   there) and the LQR, designed about the steps from T on only, takes over without it.
+   --lsq: in place of clipping, the activations are the bounded least-squares fit of the
+   generalised muscle force the LQR asks for, G_t (a_t - K dx) + g_PE,t, with the muscles'
+   present G (rows weighted 1 / sqrt(M_jj)), as engine/control/stand.py does.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/tvlqr_walk.py --seconds 6 --no-affine
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/tvlqr_walk.py --seconds 6 --t0 3 --no-affine --lsq
 
 Measured (fresh walk; the product without the residual falls at 1.17 s): without the affine
 term the replay walks all of a 2 s recording (8.3 deg) and falls at 2.2 s of a 6 s one
@@ -23,6 +29,13 @@ activation changes above 1, and clipped it does not hold. A nominal the muscles 
 (a residual-free gait found by trajectory optimisation) is what a time-varying LQR needs.
 With the tracker's residual bounded at 0.1 or 0.05 body weights (`--residual`; it walks 4 s
 on 0.028) the replays fall sooner (1.1-1.5 s) and the gains blow up.
+
+Ninth session, about the tracker's steady walk (--seconds 6 --t0 3: the nominal from 3 s on,
+0.058 body weights of residual, |c| 0.77): clipped, the replay falls 1.8-1.9 s after taking
+over (R 100 or 1000; ~100 of the 284 muscles clipped every step); with --lsq 2.6 s (R 100),
+1.5-1.9 s with the root's height and tilt weighted 1e6 (q-vel 10 or 100). Deviations grow
+from the first 0.2 s (0.1-0.3 rad on some DOF) while the nominal's contact schedule is
+left behind: the same failure as from the start.
 """
 import argparse
 import copy
@@ -45,6 +58,7 @@ from root_acceleration_tracking import simulate_with  # noqa: E402
 
 REC = {}
 DIAG = []
+T0 = [0]
 
 
 class Recorder(tr.TrackingController):
@@ -60,6 +74,7 @@ class Recorder(tr.TrackingController):
         REC.setdefault("qd", []).append(qd)
         REC.setdefault("a", []).append(cmd.activation.copy())
         REC.setdefault("G", []).append((-A.T * (f0 * flfv)[None, :])[6:])
+        REC.setdefault("pe", []).append((-A.T @ (f0 * fpe))[6:])
         zero = np.zeros(3)
         REC.setdefault("res", []).append(np.concatenate([zero if cmd.residual_force is None else cmd.residual_force,
                                                          zero if cmd.residual_torque is None else cmd.residual_torque]))
@@ -118,9 +133,14 @@ def main():
     ap.add_argument("--no-affine", action="store_true", help="leave out the residual's defect (k = 0)")
     ap.add_argument("--mass-metric", action="store_true", help="weigh each DOF's errors by its inertia")
     ap.add_argument("--diag", action="store_true")
+    ap.add_argument("--lsq", action="store_true")
+    ap.add_argument("--reg", type=float, default=1.0)
+    ap.add_argument("--t0", type=float, default=0.0, help="switch from the residual tracker to the LQR at this time")
+    ap.add_argument("--q-root", type=float, default=None, help="weight on root height/tilt (default q-pos)")
     ap.add_argument("--residual", type=float, default=1.0, help="the recording tracker's residual strength")
     a = ap.parse_args()
 
+    T0[0] = int(round(a.t0 * 120))
     # 1. record, linearising every step just before MuJoCo takes it
     lin = []
     orig_step = mb.MujocoBackend.step
@@ -130,7 +150,8 @@ def main():
         if tight[0] is None:
             tight[0] = copy.deepcopy(self.model)
             tight[0].opt.tolerance, tight[0].opt.iterations = 1e-12, 1000
-        lin.append(linearise_step(self, tight[0], REC["res"][-1]))
+        if len(REC["q"]) - 1 >= T0[0]:
+            lin.append(linearise_step(self, tight[0], REC["res"][-1]))
         orig_step(self)
 
     if a.diag:
@@ -164,6 +185,8 @@ def main():
     else:
         w = np.ones(nv)
     Q = np.diag(np.concatenate([a.q_pos * w, a.q_vel * w]))
+    if a.q_root is not None:
+        Q[[2, 3, 4], [2, 3, 4]] = a.q_root
     Q[[0, 1, 5], [0, 1, 5]] = 1.0  # horizontal position and heading: a little
     n_m = REC["G"][0].shape[1]
     R = a.r_act * np.eye(n_m)
@@ -185,22 +208,47 @@ def main():
     # 3. replay without the residual
     class Replay(tr.TrackingController):
         def act(self, sim, state):
-            t = min(sim.steps, n - 1)
+            if sim.steps < T0[0]:
+                return super().act(sim, state)
+            t = min(sim.steps - T0[0], n - 1)
+            t_rec = t + T0[0]
             q, qd = sim.physics.get_q()
-            dx = np.concatenate([self.plan.space.diff(REC["q"][t], q), qd - REC["qd"][t]])
+            if t == 0:
+                print("  state at T0 vs recorded:", np.abs(q - REC["q"][t_rec]).max(), np.abs(qd - REC["qd"][t_rec]).max())
+            dx = np.concatenate([self.plan.space.diff(REC["q"][t_rec], q), qd - REC["qd"][t_rec]])
             p_ = sim.muscles.params
             lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, sim.muscles.dt, p_.F_eff, p_.LD, p_.LR)
-            act = np.clip(REC["a"][t] - K[t] @ dx - k[t], lb, np.maximum(ub, lb))
+            act = np.clip(REC["a"][t_rec] - K[t] @ dx - k[t], lb, np.maximum(ub, lb))
+            if a.lsq:
+                from engine.control.coordination import _bounded_lsq
+                from engine.physics.mujoco_backend import full_mass_matrix
+                f0 = self.rig.muscle_f0
+                flfv, fpe, Am, _ = self.muscle_terms(sim, state, margin=-np.inf)
+                Gn, pen = (-Am.T * (f0 * flfv)[None, :])[6:], (-Am.T @ (f0 * fpe))[6:]
+                if not hasattr(self, "_rw"):
+                    be = sim.physics
+                    M = np.zeros((be.model.nv, be.model.nv))
+                    full_mass_matrix(be.model, be.data, M)
+                    self._rw = 1.0 / np.sqrt(np.diag(M)[6:])
+                    self._warm, self._act = REC["a"][t_rec].copy(), None
+                wanted = REC["G"][t_rec] @ (REC["a"][t_rec] - K[t] @ dx) + REC["pe"][t_rec]
+                n_m = len(lb)
+                x, status, self._act = _bounded_lsq(self._rw[:, None] * Gn, self._rw * (wanted - pen), a.reg * np.ones(n_m), lb,
+                                      np.maximum(ub, lb), "newton", self._warm, np.zeros(n_m), self._act, n_m, {})
+                self._warm = x
+                act = x
             self.stats["decisions"] += 1
-            self.last = dict(q_ref=REC["q"][t], contact_rows=0, residual=np.zeros(6), activation=act, status=0)
+            self.last = dict(q_ref=REC["q"][t_rec], contact_rows=0, residual=np.zeros(6), activation=act, status=0)
             if sim.steps % 24 == 0:
                 print(f"  t={sim.time:5.2f} |dx| pos {np.abs(dx[:nv]).max():.3f} vel {np.abs(dx[nv:]).max():.2f} "
-                      f"clipped {(act != REC['a'][t] - K[t] @ dx - k[t]).sum()}")
+                      f"clipped {(act != REC['a'][t_rec] - K[t] @ dx - k[t]).sum()}")
             return MuscleCommand(act, None, None)
 
     replay = a.replay or a.seconds
-    take = simulate_with(Replay, [(MOTION / "walk.bvh", replay)], tr.TrackingParams(residual=0.0), 1.0)
+    take = simulate_with(Replay, [(MOTION / "walk.bvh", replay)], tr.TrackingParams(residual=a.residual), 1.0)
     s = take.meta["summary"]
+    r = take.residual_force[T0[0]:]
+    print("residual after T0 (should be 0):", np.abs(r).max() if len(r) else None)
     print(f"replay without residual: {'fell at %.2f s' % s['stopped_at_s'] if s['fell'] else 'walked'} of {replay} s, "
           f"joint error {s['joint_err_deg_mean']:.2f} deg")
 
