@@ -32,6 +32,14 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--r", type=float, default=2.0)
     ap.add_argument("--controller", choices=("tracking", "policy"), default="tracking")
     ap.add_argument("--policy", default=None)
+    ap.add_argument("--mode", choices=("track", "generate", "heading"), default="track",
+                    help="policy mode: track the clips (default), generate (the prior alone) or heading "
+                         "(the high-level policy steers to --heading at --speed)")
+    ap.add_argument("--noise-scale", type=float, default=None,
+                    help="policy latent noise, a multiple of the prior's sigma (default 1 in generate mode, else 0)")
+    ap.add_argument("--heading", action="append", default=[], metavar="TURN[@TIME]",
+                    help="heading mode: face TURN degrees to the left of the starting facing from TIME s on; repeat")
+    ap.add_argument("--speed", type=float, default=None, help="heading mode's target speed in m/s (default 1)")
     ap.add_argument("--residual", type=float, default=None,
                     help="tracking controller's root residual strength in body weights (default 1; 0 = none); "
                          "a policy applies none")
@@ -93,7 +101,8 @@ def _run(argv, stop) -> int:
                                       policy=args.policy, fatigue_scale=args.fatigue_scale, F=args.F, R=args.R,
                                       r=args.r, residual=residual, seed=args.seed,
                                       repetitions=args.repetitions, keep_calibration=args.keep_calibration,
-                                      pushes=args.push, pace=pace)
+                                      pushes=args.push, pace=pace, mode=args.mode, noise_scale=args.noise_scale,
+                                      headings=args.heading, speed=args.speed)
         job.stop = stop
         take = job.run(keep_partial=True)
         sim_s = time.perf_counter() - t0

@@ -251,8 +251,9 @@ class SimulationJob:
     """
 
     def __init__(self, clips, fps: int, controller="tracking", fatigue=None, residual=1.0, seed=0,
-                 backend="mujoco", policy=None, pushes=(), pace=1.0):
+                 backend="mujoco", policy=None, pushes=(), pace=1.0, mode="track", noise_scale=None, goals=()):
         self.clips, self.fps, self.controller = clips, int(fps), controller
+        self.mode, self.noise_scale, self.goals = mode, noise_scale, list(goals)
         self.fatigue, self.residual, self.seed, self.pace = fatigue, residual, seed, pace
         self.backend, self.policy, self.pushes = backend, policy, list(pushes)
         self.fraction = 0.0
@@ -274,7 +275,7 @@ class SimulationJob:
         self.started = time.perf_counter()
         kwargs = dict(controller=self.controller, fatigue=self.fatigue, backend=self.backend,
                       seed=int(self.seed), fps=self.fps, params=TrackingParams(residual=float(self.residual), pace=float(self.pace)),
-                      pushes=self.pushes)
+                      pushes=self.pushes, mode=self.mode, noise_scale=self.noise_scale, goals=self.goals)
         if self.policy:
             kwargs["policy"] = self.policy
         from .runtime import single_blas_thread
@@ -364,6 +365,15 @@ def calibration_note(take) -> str:
     return "; ".join(parts)
 
 
+def heading_note(take) -> str:
+    """How a heading-mode policy take met its heading goals (engine.control.goals), e.g.
+    'heading +90 deg: reached after 3.2 s', or ''."""
+    rows = take.meta.get("summary", {}).get("headings") or []
+    return "; ".join(f"heading {r['goal']['turn_deg']:+g} deg: "
+                     + ("not reached" if r["reached_after_s"] is None else f"reached after {r['reached_after_s']:.1f} s")
+                     for r in rows if r["goal"]["time"] > 0 or r["goal"]["turn_deg"])
+
+
 def push_note(take) -> str:
     """How the character came through each push (engine.push), e.g. 'push at 2 s: back
     after 0.8 s', or ''."""
@@ -443,19 +453,22 @@ def bake_take(context, arm, take, frame_start: int | None = None, action_name: s
 # ---- one entry point for the operator and the batch script -----------------------------------
 def prepare_simulation(context, arm, clips, fps=None, controller="tracking", policy=None, fatigue_scale=50.0,
                        F=0.01, R=0.002, r=2.0, residual=1.0, seed=0, repetitions=None, keep_calibration=False,
-                       pushes=(), pace=1.0) -> SimulationJob:
+                       pushes=(), pace=1.0, mode="track", noise_scale=None, headings=(), speed=None) -> SimulationJob:
     """Check everything before any work and return a job ready to run.
 
     clips: [(path or "ACTION", seconds or None)]; None seconds = the clip's own length (times
     `repetitions` when given); a calibration pose at a clip's start is skipped unless
     keep_calibration. pushes: engine.push specs (a text field's string, or a list). pace: the
-    tracking controller's pace governor strength (engine.control.pace). Nothing in the scene
-    or the armature is changed."""
+    tracking controller's pace governor strength (engine.control.pace). mode, noise_scale,
+    headings (TURN[@TIME] specs, a list or one text field) and speed: a policy's mode
+    (engine.control.goals). Nothing in the scene or the armature is changed."""
+    from .engine.control.goals import check_policy_options, goals_from_specs
     from .engine.control.tracking import TrackingParams
     from .engine.push import check_pushes, parse_pushes
     from .engine.take import check_fps
 
     TrackingParams(residual=residual, pace=pace).validate()
+    goals = check_policy_options(controller, mode, noise_scale, goals_from_specs(mode, headings, speed))
     pushes = check_pushes(parse_pushes(pushes) if isinstance(pushes, str) else pushes, load_model())
 
     if arm is None or getattr(arm, "type", None) != "ARMATURE":
@@ -484,10 +497,19 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
             raise InputFileError(bpy_abspath(policy), "policy file not found")
         from .engine.control.policy import load_policy
 
+        policy_path = policy
         policy = load_policy(bpy_abspath(policy), load_model())  # another rig, a broken file: refused now
-    pushes = check_pushes(pushes, load_model(), sum(round(120 * s) for _, s in out) / 120.0)  # inside the take
+    seconds = sum(round(120 * s) for _, s in out) / 120.0
+    pushes = check_pushes(pushes, load_model(), seconds)  # inside the take
+    if controller == "policy" and mode == "heading" and not policy.has_task:
+        raise ParameterError("policy", f"{Path(bpy_abspath(policy_path)).name} has no heading (high-level) policy; "
+                             "train one with `sinew train --config heading` or choose another mode")
+    task = (policy.meta.get("task") or {}) if controller == "policy" else {}
+    goals = check_policy_options(controller, mode, noise_scale, goals, seconds,
+                                 (task["speed_min"], task["speed_max"]) if "speed_min" in task else None)
     return SimulationJob(out, fps, controller=controller, fatigue=fatigue_params(fatigue_scale, F, R, r),
-                         residual=residual, seed=seed, policy=policy, pushes=pushes, pace=pace)
+                         residual=residual, seed=seed, policy=policy, pushes=pushes, pace=pace, mode=mode,
+                         noise_scale=noise_scale, goals=goals)
 
 
 def settings_job(context, s) -> tuple[object, SimulationJob]:
@@ -513,8 +535,18 @@ def settings_job(context, s) -> tuple[object, SimulationJob]:
     job = prepare_simulation(context, arm, [(src, seconds)], controller=s.controller, policy=policy,
                              fatigue_scale=s.fatigue_scale, F=s.F, R=s.R, r=s.r, residual=s.residual,
                              seed=s.seed, repetitions=s.repetitions if s.length_mode == "REPEAT" else None,
-                             keep_calibration=s.keep_calibration, pushes=s.pushes, pace=s.pace)
+                             keep_calibration=s.keep_calibration, pushes=s.pushes, pace=s.pace,
+                             **policy_mode_options(s))
     return arm, job
+
+
+def policy_mode_options(s) -> dict:
+    """The panel's policy mode settings as prepare_simulation takes them (only what the mode uses)."""
+    if s.controller != "policy":
+        return {}
+    mode = s.policy_mode
+    return dict(mode=mode, noise_scale=s.noise_scale if mode == "generate" else None,
+                headings=s.headings if mode == "heading" else (), speed=s.speed if mode == "heading" else None)
 
 
 def frame_start_for(context, s) -> int:

@@ -116,7 +116,7 @@ class SINEW_OT_simulate(_ArmatureOp, bpy.types.Operator):
                + (" (the character fell; kept up to the fall)" if summ.get("fell") else ""))
         for note in (core.calibration_note(job.take), core.stand_note(job.take), core.tiring_note(job.take),
                      core.pace_note(job.take),
-                     core.push_note(job.take)):
+                     core.push_note(job.take), core.heading_note(job.take)):
             if note:
                 msg += "; " + note
         beyond = core.clips_beyond_the_body(job.take)

@@ -93,6 +93,22 @@ class SINEW_PG_scene(bpy.types.PropertyGroup):
                              items=[("tracking", "Tracking", "Inverse dynamics + muscle coordination"),
                                     ("policy", "Policy", "A trained MuscleVAE policy file")])
     policy_path: StringProperty(name="Policy", subtype="FILE_PATH")
+    policy_mode: EnumProperty(
+        name="Mode", default="track",
+        items=[("track", "Track", "Follow the clip through the policy's posterior"),
+               ("generate", "Generate", "Let the policy's prior move on its own (the clip sets only the start "
+                                        "pose and the length)"),
+               ("heading", "Heading", "Steer with the policy's high-level heading/speed policy (a policy file "
+                                      "trained with `sinew train --config heading`)")])
+    noise_scale: FloatProperty(name="Noise", default=1.0, min=0.0, soft_max=2.0,
+                               description="Generate mode: the latent noise, as a multiple of the prior's sigma "
+                                           "(0 = the prior's mean)")
+    headings: StringProperty(
+        name="Headings", default="",
+        description="Heading mode's goals, TURN[@TIME] separated by spaces or ';': face TURN degrees to the left "
+                    "of the starting facing (negative: right) from TIME s on, e.g. '90@5 0@12'; empty = straight on")
+    speed: FloatProperty(name="Speed", default=1.0, min=0.0, soft_max=3.0, unit="VELOCITY",
+                         description="Heading mode's target speed (m/s)")
     residual: FloatProperty(name="Residual", default=1.0, min=0.0, soft_max=2.0,
                             description="Root residual strength in body weights (0 = none: a held pose then "
                                         "stands on its muscles alone; a moving clip falls within seconds yet)")

@@ -77,6 +77,12 @@ class SINEW_PT_simulate(_Panel, bpy.types.Panel):
         lay.prop(s, "controller")
         if s.controller == "policy":
             lay.prop(s, "policy_path")
+            lay.prop(s, "policy_mode", expand=True)
+            if s.policy_mode == "generate":
+                lay.prop(s, "noise_scale")
+            elif s.policy_mode == "heading":
+                lay.prop(s, "headings")
+                lay.prop(s, "speed")
         else:  # a policy applies no root residual and plays at its own pace
             lay.prop(s, "residual")
             lay.prop(s, "pace")

@@ -17,6 +17,8 @@ EPILOG = """examples:
   sinew simulate --clip run.bvh:60 --clip walk.bvh:20 --fatigue-scale 50 --out run_walk/ --json
   sinew simulate --clip ref.npz:30 --residual 0.5 --fps 24 --seed 3
   sinew simulate --clip walk.bvh:10 --controller policy --policy walk_policy.npz
+  sinew simulate --clip walk.bvh:20 --controller policy --policy P.npz --mode generate --noise-scale 0.5
+  sinew simulate --clip walk.bvh:15 --controller policy --policy P.npz --mode heading --heading 90@5 --speed 1.2
   sinew simulate --clip walk.bvh:10 --push 4:0,-120,0:0.2 --push 7:120,0,0:0.2:Torso
   sinew simulate --clip cmu_walk.bvh:20 --keep-calibration
 
@@ -31,7 +33,12 @@ keeps it.
 
 --controller policy follows the chained clips through the policy's posterior, with the
 muscles alone (no residual: a policy that has not learnt balance falls, and the take
-stops there).
+stops there). --mode generate lets the policy's prior move on its own (its latent noise
+times --noise-scale, default 1); --mode heading steers with the high-level policy (a policy
+file trained with `sinew train --config heading`): --heading TURN[@TIME] turns the goal
+TURN degrees to the character's left of its starting facing from TIME s on (repeatable),
+at --speed m/s; the report says when each heading was reached and how well it was held.
+In those modes the clips set only the start pose and the take's length.
 
 A clip is a BVH file (retargeted on the fly) or a reference .npz from `sinew retarget`;
 CLIP:SECONDS plays it (looping) for that long, default one pass. Clips play in order,
@@ -63,6 +70,16 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--controller", choices=("tracking", "policy"), default="tracking",
                    help="tracking (no training needed, default) or policy (a trained MuscleVAE policy)")
     p.add_argument("--policy", default=None, help="policy .npz for --controller policy")
+    p.add_argument("--mode", choices=("track", "generate", "heading"), default="track",
+                   help="policy mode: track the clips (posterior, default), generate (the prior alone) or "
+                   "heading (the high-level policy steers to --heading at --speed)")
+    p.add_argument("--noise-scale", type=number("--noise-scale", 0.0), default=None, metavar="S",
+                   help="policy latent noise: the prior's sigma times S (default 1 in generate mode, 0 otherwise)")
+    p.add_argument("--heading", action="append", default=[], metavar="TURN[@TIME]",
+                   help="heading mode's goal: TURN degrees to the left of the starting facing (negative: right), "
+                   "from TIME s on (default 0); repeat to change it during the take")
+    p.add_argument("--speed", type=number("--speed", 0.0), default=None, metavar="M/S",
+                   help="heading mode's target speed in m/s (default 1)")
     p.add_argument("--fatigue-scale", type=number("--fatigue-scale", 0.0), default=1.0,
                    help="multiplies the 3CC-r rates F and R (default 1; 0 = no fatigue; 50 as MuscleVAE's run-walk)")
     p.add_argument("--residual", type=number("--residual", 0.0), default=None,
@@ -110,11 +127,14 @@ def _simulate(args, stop) -> int:
     from .atomic import check_out_dir
     from .control.plan import split_hold
     from .errors import InputFileError, ParameterError
+    from .control.goals import check_policy_options, goals_from_specs
     from .push import check_pushes, parse_push
     from .take import check_clips, check_fps, check_pace, check_residual
 
     # everything checked before any work, one line each
     pushes = [parse_push(spec) for spec in args.push]
+    goals = check_policy_options(args.controller, args.mode, args.noise_scale,
+                                 goals_from_specs(args.mode, args.heading, args.speed))
     clips = []
     for path, seconds in parse_clips(args.clip):
         p = split_hold(path)[0]
@@ -152,7 +172,7 @@ def _simulate(args, stop) -> int:
         policy = load_policy(args.policy, rig)  # refuses another rig, version or a broken file
     take = simulate(rig, [(r, s) for r, _, s in loaded], controller=args.controller, fatigue=fatigue,
                     backend=args.backend, seed=int(args.seed), fps=fps, params=params, policy=policy,
-                    pushes=pushes, stop=stop)
+                    pushes=pushes, stop=stop, mode=args.mode, noise_scale=args.noise_scale, goals=goals)
     for c, (_, path, _) in zip(take.meta["clips"], loaded):
         c["source"] = str(path)
     files = write_outputs(take, rig, out, plots=not args.no_plots)

@@ -230,12 +230,15 @@ def joint_errors_deg(rig: Rig, diff: np.ndarray) -> float:
 
 def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.FatigueParams | None = None,
              backend: str = "mujoco", seed: int = 0, fps: int = 30, params=None, policy=None,
-             label: str = "simulating", blend: float = 0.4, progress=None, pushes=(), stop=None) -> Take:
+             label: str = "simulating", blend: float = 0.4, progress=None, pushes=(), stop=None,
+             mode: str = "track", noise_scale: float | None = None, goals=()) -> Take:
     """Simulate a take of clips [(path or Reference, seconds), ...] played in order (each
     looped for its duration, cross-faded into the next) under a controller; see Take.
     controller "tracking" uses `params` (TrackingParams: gains, root residual); "policy" runs
     the exported `policy` in track mode along the same chain and applies no residual (the
-    take's meta then has tracking = None). `pushes`: engine.push Push objects or
+    take's meta then has tracking = None); `mode` "generate" or "heading" runs it from the
+    prior or the high-level policy instead, with `noise_scale` and heading `goals`
+    (engine.control.goals: the clips then set the start and the length). `pushes`: engine.push Push objects or
     'TIME:FX,FY,FZ:SECONDS[:BODY]' strings, external forces kept apart from the residual
     (meta["pushes"]; the summary says how the character recovered from each).
 
@@ -251,8 +254,11 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     from .interrupt import StopFlag
     from .simulation import Recording, Simulation, SimulationDiverged
 
+    from .control.goals import GoalSchedule, check_policy_options, facing_angles
+
     clips = check_clips(clips)
     pushes = check_pushes(pushes, rig)
+    goals = check_policy_options(controller, mode, noise_scale, goals)
     fps = check_fps(fps)
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ParameterError("seed", f"must be a whole number >= 0, got {seed!r}")
@@ -268,12 +274,17 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         refs.append((ref, seconds, name))
     plan = MotionPlan(rig, refs, blend=blend)
     pushes = check_pushes(pushes, rig, plan.total_steps / 120.0)  # inside the take
+    goals = check_policy_options(controller, mode, noise_scale, goals, plan.total_steps / 120.0)
     gains = None
     if controller == "policy":
         from .control.policy import PolicyController, load_policy
         from .muscle_step import PDGains
 
         policy = load_policy(policy, rig) if not hasattr(policy, "meta") else policy
+        if mode == "heading":
+            task = policy.meta.get("task") or {}
+            goals = check_policy_options(controller, mode, noise_scale, goals, plan.total_steps / 120.0,
+                                         (task["speed_min"], task["speed_max"]) if "speed_min" in task else None)
         # The muscles must respond as they did in training.
         gains = PDGains.for_rig(rig, policy.meta["stiffness"], policy.meta["damping"])
     sim = Simulation(rig, backend, fatigue=fatigue, gains=gains)
@@ -291,7 +302,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         from .control.stand import is_stance, start_stance
 
         track = PlanTrack(rig, plan, policy.period)
-        ctrl = PolicyController(policy, rig, mode="track", reference=track, seed=int(seed))
+        ctrl = PolicyController(policy, rig, mode=mode, reference=track, seed=int(seed), noise_scale=noise_scale)
         if is_stance(sim, plan):  # a held pose starts balanced, as the stand controller starts it
             start_stance(sim, plan)
     else:
@@ -299,6 +310,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     # the reference as the controller plays it (the tracker's pace governor slows it)
     reference = ctrl.reference_now if hasattr(ctrl, "reference_now") else (lambda s: plan.sample(s.steps))
     pace = getattr(ctrl, "advance_pace", None)
+    steer = GoalSchedule(goals) if goals else None
     demands = []
     if controller == "tracking":  # what each clip asks of the body (engine.control.demands)
         from .control.demands import reference_demands
@@ -362,6 +374,8 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
                 if pace is not None:  # every step, whether or not the controller decides
                     pace(sim)
                 if cmd is None or sim.steps % ctrl.period == 0:
+                    if steer is not None:
+                        steer.apply(ctrl, sim.time, float(facing_angles(sim.state.rot[0])))
                     t0 = clock()
                     cmd = ctrl.act(sim, sim.state)
                     t_ctrl += clock() - t0
@@ -393,6 +407,8 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
                     calibration=ref.meta.get("calibration"))
                for (ref, sec, name), (src, _) in zip(refs, clips)],
         fatigue=asdict(fatigue), tracking=_params_dict(params) if controller == "tracking" else None,
+        policy=dict(mode=mode, noise_scale=ctrl.noise_scale, goals=[g.as_dict() for g in goals],
+                    period=ctrl.period) if controller == "policy" else None,
         blend_s=blend, demands=demands, pushes=[p.as_dict() for p in pushes],
         # mean |ground force the physics gave - the one the tracker planned| (N); None: not measured
         ground_force_gap_N=ctrl.ground_gap_N() if hasattr(ctrl, "ground_gap_N") else None,
@@ -460,6 +476,18 @@ def effort(take: Take, rig: Rig, p: fat.FatigueParams) -> tuple[dict, dict]:
     return by_group, exhausted
 
 
+def headings(take: Take) -> list[dict]:
+    """How a heading-mode policy take met each heading goal (engine.control.goals)."""
+    from .control.goals import Goal, facing_angles, heading_report
+    from .transforms import quat_to_matrix
+
+    goals = [Goal(**g) for g in ((take.meta.get("policy") or {}).get("goals") or [])]
+    if not goals:
+        return []
+    facing = facing_angles(quat_to_matrix(take.body_quat[:, 0]))
+    return heading_report(take.times, facing, goals, float(take.meta["planned_seconds"]))
+
+
 def summarize(take: Take, rig: Rig) -> dict:
     """The figures `sinew simulate --json` prints."""
     from .gait import take_gait
@@ -494,7 +522,7 @@ def summarize(take: Take, rig: Rig) -> dict:
         effort_by_group=effort_by_group, exhausted_after_s_by_group=exhausted_s,
         endurance_limit=round(fat.endurance_limit(fatigue), 4),
         pace=m.get("pace"),
-        pushes=recoveries(take), gait=take_gait(take, rig),
+        pushes=recoveries(take), gait=take_gait(take, rig), headings=headings(take),
         frames=take.num_frames, fps=m["fps"],
         step_ms=dict(
             controller_per_step=round(1e3 * t["controller_s"] / max(t["steps"], 1), 4),

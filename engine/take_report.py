@@ -17,11 +17,25 @@ def extra_lines(take) -> list[str]:
     out += [f"calibration {Path(c['source']).name}: {calibration(c['calibration'])}"
             for c in take.meta["clips"] if c.get("calibration")]
     out += [f"push        {push(r)}" for r in take.meta["summary"].get("pushes", [])]
+    out += policy_lines(take)
     if take.meta["summary"].get("gait") and not take.meta.get("stand"):  # a held pose has no gait
         from .gait import describe as gait
 
         out.append(f"gait        {gait(take.meta['summary']['gait'])}")
     return out
+
+
+def policy_lines(take) -> list[str]:
+    """A policy take's mode and noise, and how it met each heading goal (engine.control.goals)."""
+    from .control.goals import describe
+
+    pm = take.meta.get("policy")
+    if not pm:
+        return []
+    what = dict(track="tracks the clips (posterior)", generate="generates from its prior",
+                heading="steers with its high-level policy")[pm["mode"]]
+    out = [f"policy      {what}, latent noise x{pm['noise_scale']:g}"]
+    return out + [f"heading     {describe(r)}" for r in take.meta["summary"].get("headings", [])]
 
 
 def stand(st: dict) -> str:
@@ -60,6 +74,7 @@ def glance_lines(take) -> list[str]:
                     f"{s['residual_torque_mean_Nm']:.1f} N m of torque")
     played = pace(take)
     held = [f"- Stand: {stand(m['stand'])}"] if m.get("stand") else []
+    held += [f"- {line[:12].strip().capitalize()}: {line[12:]}" for line in policy_lines(take)]
     return ([f"- Fell: {fell}", f"- Root residual: {residual}"] + held + ([f"- Pace: {played}"] if played else [])
             + [""])
 

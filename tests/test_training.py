@@ -173,6 +173,19 @@ def test_tiny_train_export_simulate(tmp_path, rig):
         ctl = PolicyController(pf, rig, mode=mode, reference=ref if mode == "track" else None)
         rec = sim.run(ctl, 0.5)
         assert np.all(np.isfinite(rec["body_pos"])), mode
+    # heading mode through the product's take: the goals reach the controller and the report
+    sim_cmd = [sys.executable, "-m", "engine", "simulate", "--clip", f"{WALK}:0.6", "--controller", "policy",
+               "--policy", str(pol), "--mode", "heading", "--no-plots", "--json"]
+    out = subprocess.run(sim_cmd + ["--heading", "90@0.2", "--speed", "1.5", "--out", str(tmp_path / "h")],
+                         cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout.strip().splitlines()[-1])["headings"]
+    assert [r["goal"] for r in rows] == [dict(time=0.0, turn_deg=0.0, speed=1.5), dict(time=0.2, turn_deg=90.0, speed=1.5)]
+    assert "steers with its high-level policy" in out.stderr
+    assert pf.meta["task"] == dict(speed_min=0.0, speed_max=3.0)
+    out = subprocess.run(sim_cmd + ["--speed", "4", "--out", str(tmp_path / "h4")], cwd=REPO, capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert out.returncode != 0 and "--speed" in out.stderr and "0-3 m/s" in out.stderr
     # a second `train` into the same folder without --resume is refused, with a reason
     out = subprocess.run(cmd + ["train", "--config", "tiny", "--out", str(run)], cwd=REPO,
                          capture_output=True, text=True, env=env, timeout=120)

@@ -7,7 +7,8 @@
   (`stand.tracking_controller` picks it or the tracker for a tracking take).
 - `MotionPlan` (engine.control.plan): clips made cyclic, looped and chained.
 - engine.control.pace: the pace governor, which plays the clips slower as the legs tire.
-- engine.control.policy (MuscleVAE policies) arrives with the training work.
+- `PolicyController` (engine.control.policy): exported MuscleVAE policies in numpy; their
+  modes (track, generate, heading) and heading goals in engine.control.goals.
 
 Measured (issue 5, 2-core machine, one thread, MuJoCo):
 - The controller decides every physics step (120 Hz). Holding the activations for 2 steps

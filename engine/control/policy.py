@@ -37,10 +37,10 @@ import numpy as np
 from ..npzfile import read_npz
 from ..errors import InputFileError, ParameterError
 from ..rig import GROUPS, Rig
+from .goals import MODES
 
 FORMAT = "sinew-policy"
 FORMAT_VERSION = 1
-MODES = ("track", "generate", "heading")
 POLICY_PERIOD = 6  # physics steps per policy decision: 20 Hz at 120 Hz (MuscleVAE sec. 5.1)
 
 
@@ -434,7 +434,7 @@ class PolicyController:
             raise ParameterError("reference", "mode 'track' needs a reference clip")
         if mode == "heading" and not self.policy.has_task:
             raise ParameterError("mode", "this policy file has no heading (high-level) policy; "
-                                 "train one with `sinew train --config task.toml`")
+                                 "train one with `sinew train --config heading --out RUN --resume` and export it again")
         if noise_scale is None:
             noise_scale = 1.0 if mode == "generate" else 0.0
         if not (np.isfinite(noise_scale) and noise_scale >= 0):
