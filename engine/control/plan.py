@@ -14,6 +14,7 @@ mj_differentiatePos / mj_integratePos on a model of the rig.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import mujoco
@@ -95,14 +96,28 @@ class Planar:
         s = _rot2(other.yaw) @ np.asarray(self.shift) + np.asarray(other.shift)
         return Planar(self.yaw + other.yaw, (float(s[0]), float(s[1])))
 
+    # the turn as a 2 x 2 matrix and a quaternion, the shift as an array: worked out once
+    # per transform (a clip samples the same few every step)
+    @cached_property
+    def _r2(self) -> np.ndarray:
+        return _rot2(self.yaw)
+
+    @cached_property
+    def _zq(self) -> np.ndarray:
+        return _zquat(self.yaw)
+
+    @cached_property
+    def _shift(self) -> np.ndarray:
+        return np.asarray(self.shift)
+
     def apply_q(self, q: np.ndarray) -> np.ndarray:
         if self.yaw == 0.0 and self.shift == (0.0, 0.0):
             return q
         q = q.copy()
-        q[:2] = _rot2(self.yaw) @ q[:2] + np.asarray(self.shift)
-        from ..transforms import quat_multiply
-
-        q[3:7] = quat_multiply(_zquat(self.yaw), q[3:7])
+        q[:2] = self._r2 @ q[:2] + self._shift
+        turned = np.empty(4)
+        mujoco.mju_mulQuat(turned, self._zq, q[3:7])  # the Hamilton product, as transforms.quat_multiply
+        q[3:7] = turned
         return q
 
     def apply_v(self, v: np.ndarray) -> np.ndarray:
@@ -110,7 +125,7 @@ class Planar:
         if self.yaw == 0.0:
             return v
         v = v.copy()
-        v[..., :2] = v[..., :2] @ _rot2(self.yaw).T
+        v[..., :2] = v[..., :2] @ self._r2.T
         return v
 
 
@@ -165,6 +180,7 @@ class CyclicClip:
         self.frames = F
         self.seconds = F * dt
         self._powers = [Planar()]
+        self._placed: dict[tuple[int, Planar], Planar] = {}
 
     def _lowpass(self, v: np.ndarray, cutoff_hz: float) -> np.ndarray:
         """Zero-phase low-pass of the looped clip's velocities (F, nv): |H(f)|^2 =
@@ -202,7 +218,9 @@ class CyclicClip:
     def sample(self, frame: int, place: Planar = Planar()):
         """(q, qvel, qacc) at integer frame >= 0 of the looped clip, then moved by `place`."""
         k, i = divmod(int(frame), self.frames)
-        T = self.cycle_transform(k).then(place)
+        T = self._placed.get((k, place))
+        if T is None:  # one per cycle and placement: a take meets a few dozen
+            T = self._placed[(k, place)] = self.cycle_transform(k).then(place)
         return T.apply_q(self.q[i]), T.apply_v(self.qvel[i]), T.apply_v(self.qacc[i])
 
 

@@ -386,9 +386,11 @@ class PlanTrack:
     world) as body states over time: the posterior then follows exactly the reference a
     take is measured against. Same interface as ReferenceTrack, without muscle lengths.
     States are computed CHUNK policy steps at a time (one batched forward kinematics) and
-    kept: a controller asks for t, t + period dt, ..."""
+    kept: a controller asks for t, t + period dt, ...; the kinematics cost ~1.3 ms a call
+    whatever the batch, so a larger chunk is cheaper per state (measured: 51 us at 40, 19
+    at 160)."""
 
-    CHUNK = 40
+    CHUNK = 160
 
     def __init__(self, rig: Rig, plan, period: int = POLICY_PERIOD):
         self.rig, self.plan, self.period = rig, plan, int(period)
