@@ -24,6 +24,7 @@ Measured in docs/research/balance.md ("Ninth session"). Cost: ~37 s of CPU per s
 second with N = 16, H = 96 on the 2-core machine (two workers): a research planner, and an
 expert a learned policy could be taught from.
 """
+import copy
 import os
 import sys
 import time
@@ -108,7 +109,7 @@ def schedule(U: np.ndarray, start: int):
 def snapshot(sim, ctl) -> dict:
     d = sim.physics.data
     return dict(qpos=d.qpos.copy(), qvel=d.qvel.copy(), warm=d.qacc_warmstart.copy(), time=d.time,
-                fatigue=sim.fatigue.copy(), steps=sim.steps,
+                fatigue=sim.fatigue.copy(), steps=sim.steps, pace=copy.deepcopy(ctl.pace), paced_to=ctl._paced_to,
                 cwarm=None if ctl._warm is None else ctl._warm.copy(),
                 cactive=None if ctl._active is None else ctl._active.copy())
 
@@ -125,11 +126,13 @@ def restore(sim, ctl, snap: dict) -> None:
     sim.state = sim.physics.body_state()
     ctl._warm = None if snap["cwarm"] is None else snap["cwarm"].copy()
     ctl._active = None if snap["cactive"] is None else snap["cactive"].copy()
+    ctl.pace, ctl._paced_to = copy.deepcopy(snap["pace"]), snap["paced_to"]  # the pace governor as the main one has it
 
 
 def step_cost(sim, ctl, u) -> tuple[float, float]:
     q, qd = sim.physics.get_q()
-    q_ref, v_ref, _ = ctl.plan.sample(sim.steps)
+    q_ref, v_ref, _ = ctl.plan.sample(sim.steps, ctl.pace.lag, ctl.pace.prev_lag)  # as the tracker plays it
+    v_ref = ctl.pace.rate * v_ref
     tilt = matrix_to_axis_angle(quat_to_matrix(q_ref[3:7]) @ quat_to_matrix(q[3:7]).T)[:2]
     c = (P["w_z"] * (q[2] - q_ref[2]) ** 2 + P["w_tilt"] * float(tilt @ tilt)
          + P["w_v"] * float(np.sum((qd[:2] - v_ref[:2]) ** 2))
@@ -213,7 +216,7 @@ def main():
         sim.step(ctl.act(sim, sim.state))
         q, _ = sim.physics.get_q()
         if i % 4 == 0:
-            q_ref = plan.sample(sim.steps)[0]
+            q_ref = plan.sample(sim.steps, ctl.pace.lag, ctl.pace.prev_lag)[0]  # as the tracker plays it
             errs.append(joint_errors_deg(RIG, plan.space.diff(q, q_ref)))
             roots.append((sim.time, q[0], q[1], q_ref[0], q_ref[1]))
         if q[2] < 0.5:
