@@ -6,7 +6,8 @@ The tracker underneath is `root_acceleration_tracking.RootAcceleration` (the mus
 contact forces and the root's six accelerations solved together, residual 0; alone it falls
 at 3.06 s). What the planner chooses is a 10-vector of offsets added to the reference every
 step: both hips and both ankles (pitch about the joint's local x, roll about its local y)
-and the spine (pitch, roll), piecewise linear over the horizon with a knot every KN steps.
+and the spine (pitch, roll); knees=1 adds both knees' flexion. Piecewise linear over the
+horizon with a knot every KN steps.
 Every R steps, N candidate plans are played from the present state on shadow copies of the
 simulation (same MuJoCo model, muscles and 3CC-r state; two worker processes), each for H
 steps, and the cheapest is played until the next plan. The candidates: the last plan shifted
@@ -49,7 +50,7 @@ from engine.transforms import matrix_to_axis_angle, quat_to_matrix  # noqa: E402
 from root_acceleration_tracking import RootAcceleration  # noqa: E402
 
 P = dict(H=96, R=12, N=16, KN=12, sigma=0.05, decay=0.9, seconds=10.0, w_z=100.0, w_tilt=10.0, w_v=1.0, w_j=0.1,
-         w_u=0.1, fall_z=0.7, seed=0, fscale=0.0, workers=2, push="", clip="")
+         w_u=0.1, fall_z=0.7, seed=0, fscale=0.0, workers=2, push="", clip="", knees=0)
 RIG = load_rig()
 
 
@@ -61,7 +62,7 @@ def _dof(body: str) -> int:
 # are world-aligned at rest (x the character's left, -y its forward)
 OFFSETS = [(_dof(b), k) for b in ("FemurR", "FemurL", "TalusR", "TalusL") for k in (0, 1)] + \
           [(_dof("Spine"), 0), (_dof("Spine"), 1)]
-NU = len(OFFSETS)
+KNEES = [(_dof("TibiaR"), 0), (_dof("TibiaL"), 0)]  # knees=1 samples them too (a lower, bent-kneed gait)
 
 
 class Offset(RootAcceleration):
@@ -75,7 +76,7 @@ class Offset(RootAcceleration):
         if u is None or not np.any(u):
             return q_ref, v_ref, a_ref
         dv = np.zeros(len(v_ref))
-        for (j, k), val in zip(OFFSETS, u):
+        for (j, k), val in zip(OFFSETS + KNEES, u):
             dv[j + k] += val
         return self.plan.space.add(q_ref, dv), v_ref, a_ref
 
@@ -185,7 +186,7 @@ def main():
     sim, ctl, plan = make(P["seconds"], clip)
     pool = Pool(P["workers"], initializer=init_worker, initargs=(P["seconds"], clip, dict(P)))
     n_knots = P["H"] // P["KN"] + 2
-    U, start = np.zeros((n_knots, NU)), 0
+    U, start = np.zeros((n_knots, len(OFFSETS) + (len(KNEES) if P["knees"] else 0))), 0
     ctl.offset = schedule(U, start)
     push = None
     if P["push"]:
