@@ -497,16 +497,11 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
             raise InputFileError(bpy_abspath(policy), "policy file not found")
         from .engine.control.policy import load_policy
 
-        policy_path = policy
         policy = load_policy(bpy_abspath(policy), load_model())  # another rig, a broken file: refused now
     seconds = sum(round(120 * s) for _, s in out) / 120.0
     pushes = check_pushes(pushes, load_model(), seconds)  # inside the take
-    if controller == "policy" and mode == "heading" and not policy.has_task:
-        raise ParameterError("policy", f"{Path(bpy_abspath(policy_path)).name} has no heading (high-level) policy; "
-                             "train one with `sinew train --config heading` or choose another mode")
-    task = (policy.meta.get("task") or {}) if controller == "policy" else {}
     goals = check_policy_options(controller, mode, noise_scale, goals, seconds,
-                                 (task["speed_min"], task["speed_max"]) if "speed_min" in task else None)
+                                 policy if controller == "policy" else None)
     return SimulationJob(out, fps, controller=controller, fatigue=fatigue_params(fatigue_scale, F, R, r),
                          residual=residual, seed=seed, policy=policy, pushes=pushes, pace=pace, mode=mode,
                          noise_scale=noise_scale, goals=goals)

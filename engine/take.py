@@ -254,7 +254,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     from .interrupt import StopFlag
     from .simulation import Recording, Simulation, SimulationDiverged
 
-    from .control.goals import GoalSchedule, check_policy_options, facing_angles
+    from .control.goals import GoalSchedule, check_policy_options
 
     clips = check_clips(clips)
     pushes = check_pushes(pushes, rig)
@@ -274,17 +274,13 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         refs.append((ref, seconds, name))
     plan = MotionPlan(rig, refs, blend=blend)
     pushes = check_pushes(pushes, rig, plan.total_steps / 120.0)  # inside the take
-    goals = check_policy_options(controller, mode, noise_scale, goals, plan.total_steps / 120.0)
     gains = None
     if controller == "policy":
         from .control.policy import PolicyController, load_policy
         from .muscle_step import PDGains
 
         policy = load_policy(policy, rig) if not hasattr(policy, "meta") else policy
-        if mode == "heading":
-            task = policy.meta.get("task") or {}
-            goals = check_policy_options(controller, mode, noise_scale, goals, plan.total_steps / 120.0,
-                                         (task["speed_min"], task["speed_max"]) if "speed_min" in task else None)
+        goals = check_policy_options(controller, mode, noise_scale, goals, plan.total_steps / 120.0, policy)
         # The muscles must respond as they did in training.
         gains = PDGains.for_rig(rig, policy.meta["stiffness"], policy.meta["damping"])
     sim = Simulation(rig, backend, fatigue=fatigue, gains=gains)
@@ -298,7 +294,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     sim.state = sim.physics.body_state()
     schedule = PushSchedule(rig, pushes, sim.dt)
     if controller == "policy":  # the posterior follows the plan: every clip of the chain, cross-fades included
-        from .control.policy import PlanTrack
+        from .control.policy import PlanTrack, facing_angle
         from .control.stand import is_stance, start_stance
 
         track = PlanTrack(rig, plan, policy.period)
@@ -375,7 +371,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
                     pace(sim)
                 if cmd is None or sim.steps % ctrl.period == 0:
                     if steer is not None:
-                        steer.apply(ctrl, sim.time, float(facing_angles(sim.state.rot[0])))
+                        steer.apply(ctrl, sim.time, facing_angle(sim.state.rot))
                     t0 = clock()
                     cmd = ctrl.act(sim, sim.state)
                     t_ctrl += clock() - t0
@@ -478,13 +474,14 @@ def effort(take: Take, rig: Rig, p: fat.FatigueParams) -> tuple[dict, dict]:
 
 def headings(take: Take) -> list[dict]:
     """How a heading-mode policy take met each heading goal (engine.control.goals)."""
-    from .control.goals import Goal, facing_angles, heading_report
+    from .control.goals import Goal, heading_report
+    from .control.policy import facing_angle
     from .transforms import quat_to_matrix
 
     goals = [Goal(**g) for g in ((take.meta.get("policy") or {}).get("goals") or [])]
     if not goals:
         return []
-    facing = facing_angles(quat_to_matrix(take.body_quat[:, 0]))
+    facing = facing_angle(quat_to_matrix(take.body_quat[:, :1]))  # the root's, as the policy sees it
     return heading_report(take.times, facing, goals, float(take.meta["planned_seconds"]))
 
 

@@ -8,9 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.control.goals import (REACHED_DEG, Goal, GoalSchedule, check_policy_options, facing_angles,
-                                  heading_report, parse_heading)
-from engine.control.policy import goal_features
+from engine.control.goals import REACHED_DEG, Goal, GoalSchedule, check_policy_options, heading_report, parse_heading
+from engine.control.policy import PolicyFile, facing_angle, goal_features, load_policy
 from engine.errors import ParameterError
 from engine.transforms import axis_angle_to_matrix
 
@@ -26,10 +25,11 @@ def yawed(theta):
 
 @pytest.mark.parametrize("theta", [0.0, 0.7, -2.5, 3.1])
 def test_facing_is_the_direction_the_heading_task_calls_straight_ahead(theta):
-    """facing_angles and the policy's goal features (appendix B.3) agree: a goal along the
-    facing reads as straight ahead (cos 1, sin 0), one 90 deg to the left as (0, 1)."""
+    """facing_angle (what the heading goals turn from and are judged against) and the policy's
+    goal features (appendix B.3) agree: a goal along the facing reads as straight ahead (cos 1,
+    sin 0), one 90 deg to the left as (0, 1)."""
     rot = yawed(theta)
-    f = float(facing_angles(rot))
+    f = float(facing_angle(rot[None]))
     ahead = goal_features(rot[None], f, 1.0)
     left = goal_features(rot[None], f + np.pi / 2, 1.0)
     assert np.allclose(ahead[:2], [1.0, 0.0], atol=1e-6)
@@ -83,13 +83,26 @@ def test_goal_schedule_turns_from_the_starting_facing():
     (("policy", "generate", None, [Goal(1.0, 90.0)]), "--heading"),
     (("policy", "track", -1.0, []), "--noise-scale"),
     (("policy", "heading", None, [Goal(12.0, 90.0)], 10.0), "--heading"),
-    (("policy", "heading", None, [Goal(1.0, 90.0, 5.0)], 10.0, (0.0, 3.0)), "--speed"),
     (("policy", "fly", None, []), "--mode"),
 ])
 def test_policy_options_are_checked(args, flag):
     with pytest.raises(ParameterError) as e:
         check_policy_options(*args)
     assert flag in str(e.value)
+
+
+def test_heading_options_are_checked_against_the_policy_file():
+    """A speed outside what the file's heading task was trained for is refused naming --speed;
+    a file without a heading task is refused in heading mode, naming it and how to train one."""
+    stand = load_policy(STAND_POLICY)
+    assert stand.speed_range is None and not stand.has_task
+    steer = PolicyFile(dict(stand.meta, task=dict(speed_min=0.0, speed_max=3.0)), stand.arrays, stand.path)
+    assert steer.speed_range == (0.0, 3.0)
+    with pytest.raises(ParameterError, match="--speed.*outside the 0-3 m/s"):
+        check_policy_options("policy", "heading", None, [Goal(1.0, 90.0, 5.0)], 10.0, steer)
+    with pytest.raises(ParameterError, match="stand.npz has no heading .*--config heading"):
+        check_policy_options("policy", "heading", None, [Goal(1.0, 90.0, 1.0)], 10.0, stand)
+    assert check_policy_options("policy", "generate", 0.5, [], 10.0, stand) == []
 
 
 def test_heading_goals_start_straight_on():

@@ -64,11 +64,21 @@ def goals_from_specs(mode: str, specs, speed: float | None = None) -> list[Goal]
     return goals or ([Goal(0.0, 0.0, speed)] if mode == "heading" else [])
 
 
+def check_heading_policy(policy) -> None:
+    """Heading mode needs a policy file (engine.control.policy.PolicyFile) with a high-level policy."""
+    if not policy.has_task:
+        name = f"{policy.path.name} has" if getattr(policy, "path", None) else "this policy file has"
+        raise ParameterError("mode", f"{name} no heading (high-level) policy; train one with "
+                             "`sinew train --config heading --out RUN --resume` and export it again")
+
+
 def check_policy_options(controller: str, mode: str, noise_scale: float | None, goals, seconds: float | None = None,
-                         speed_range: tuple[float, float] | None = None) -> list[Goal]:
+                         policy=None) -> list[Goal]:
     """The goals sorted by time, after checking that the options fit together: a mode and
     noise only for the policy controller, goals only in heading mode, each goal's time inside
-    the take (when `seconds` is known) and its speed inside what the policy was trained for."""
+    the take (when `seconds` is known) and, given the loaded `policy` (a PolicyFile), its
+    speed inside what the policy's heading task was trained for and a heading task at all."""
+    speed_range = policy.speed_range if policy is not None else None
     goals = sorted((g if isinstance(g, Goal) else Goal(**g) for g in goals), key=lambda g: g.time)
     if mode not in MODES:
         raise ParameterError("--mode", f"{mode!r}: choose one of {', '.join(MODES)}")
@@ -88,6 +98,8 @@ def check_policy_options(controller: str, mode: str, noise_scale: float | None, 
         if g.time < 0 or (seconds is not None and g.time >= seconds):
             raise ParameterError("--heading", f"{g.turn_deg:g}@{g.time:g}: the time must be inside the take "
                                  f"(0 to {seconds:g} s)" if seconds is not None else "the time must be >= 0")
+    if mode == "heading" and policy is not None:
+        check_heading_policy(policy)
     if mode == "heading" and (not goals or goals[0].time > 0):  # straight on until the first goal
         speed = goals[0].speed if goals else DEFAULT_SPEED
         goals = [Goal(0.0, 0.0, speed)] + goals
@@ -110,13 +122,6 @@ class GoalSchedule:
             self._next += 1
 
 
-def facing_angles(rot: np.ndarray) -> np.ndarray:
-    """The way the character faces (radians, world, 0 = +x) from the root's rotations
-    (..., 3, 3): the root frame's -y axis in the ground plane (engine.control.policy)."""
-    fx, fy = -rot[..., 0, 1], -rot[..., 1, 1]
-    return np.arctan2(fy, fx)
-
-
 def wrap_deg(a):
     return (np.asarray(a) + 180.0) % 360.0 - 180.0
 
@@ -124,7 +129,7 @@ def wrap_deg(a):
 def heading_report(times: np.ndarray, facing: np.ndarray, goals: list[Goal], end_s: float | None = None) -> list[dict]:
     """For each goal, from its time to the next goal's (or the take's end): when the facing
     first came within REACHED_DEG of it and stayed HOLD_S (reached_after_s, None if never),
-    and the mean and largest error after that (deg). `facing` in radians, as facing_angles."""
+    and the mean and largest error after that (deg). `facing` in radians, as engine.control.policy.facing_angle."""
     if not goals or len(times) == 0:
         return []
     f0 = float(facing[0])

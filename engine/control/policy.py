@@ -37,7 +37,7 @@ import numpy as np
 from ..npzfile import read_npz
 from ..errors import InputFileError, ParameterError
 from ..rig import GROUPS, Rig
-from .goals import MODES
+from .goals import MODES, check_heading_policy
 
 FORMAT = "sinew-policy"
 FORMAT_VERSION = 1
@@ -229,6 +229,12 @@ class PolicyFile:
     @property
     def has_task(self) -> bool:
         return bool(self._cache["task"])
+
+    @property
+    def speed_range(self) -> tuple[float, float] | None:
+        """(min, max) m/s the heading task was trained for; None in files that do not say."""
+        task = self.meta.get("task") or {}
+        return (float(task["speed_min"]), float(task["speed_max"])) if "speed_min" in task else None
 
     @property
     def parameters(self) -> int:
@@ -434,9 +440,8 @@ class PolicyController:
             raise ParameterError("policy", f"trained for rig {policy.meta['rig'].get('name')!r}, not {rig.name!r}")
         if mode == "track" and reference is None:
             raise ParameterError("reference", "mode 'track' needs a reference clip")
-        if mode == "heading" and not self.policy.has_task:
-            raise ParameterError("mode", "this policy file has no heading (high-level) policy; "
-                                 "train one with `sinew train --config heading --out RUN --resume` and export it again")
+        if mode == "heading":
+            check_heading_policy(self.policy)
         if noise_scale is None:
             noise_scale = 1.0 if mode == "generate" else 0.0
         if not (np.isfinite(noise_scale) and noise_scale >= 0):
