@@ -43,6 +43,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--residual", type=float, default=None,
                     help="tracking controller's root residual strength in body weights (default 1; 0 = none); "
                          "a policy applies none")
+    ap.add_argument("--balance", action="store_true",
+                    help="tracking controller: plan balance ahead so the character carries itself with no root "
+                         "residual (predictive sampling; slow: ~30-60 s of computing a simulated second)")
     ap.add_argument("--pace", type=float, default=None,
                     help="tracking controller's pace governor strength: tired legs play the clip slower, by "
                          "STRENGTH %% per %% of their motor units fatigued beyond a tenth, down to half pace "
@@ -75,7 +78,7 @@ def _run(argv, stop) -> int:
     from .engine.control.plan import parse_clip_arg
     from .engine.errors import SinewError
     from .engine.interrupt import take_stopped_line
-    from .engine.take import check_pace, check_residual
+    from .engine.take import check_balance, check_pace
 
     args = parser().parse_args(argv)
     t0 = time.perf_counter()
@@ -94,7 +97,7 @@ def _run(argv, stop) -> int:
             if head.lower() == "action":  # the armature's action (ACTION@AT: its pose at AT s, held)
                 path = "ACTION" + (f"@{at}" if at else "")
             clips.append((path, seconds))
-        residual = check_residual(args.controller, args.residual)
+        residual = check_balance(args.controller, args.balance, args.residual)[1]
         pace = check_pace(args.controller, args.pace)
         context = bpy.context
         job = core.prepare_simulation(context, arm, clips, fps=args.fps, controller=args.controller,
@@ -102,7 +105,7 @@ def _run(argv, stop) -> int:
                                       r=args.r, residual=residual, seed=args.seed,
                                       repetitions=args.repetitions, keep_calibration=args.keep_calibration,
                                       pushes=args.push, pace=pace, mode=args.mode, noise_scale=args.noise_scale,
-                                      headings=args.heading, speed=args.speed)
+                                      headings=args.heading, speed=args.speed, balance=args.balance)
         job.stop = stop
         take = job.run(keep_partial=True)
         sim_s = time.perf_counter() - t0

@@ -251,8 +251,9 @@ class SimulationJob:
     """
 
     def __init__(self, clips, fps: int, controller="tracking", fatigue=None, residual=1.0, seed=0,
-                 backend="mujoco", policy=None, pushes=(), pace=1.0, mode="track", noise_scale=None, goals=()):
-        self.clips, self.fps, self.controller = clips, int(fps), controller
+                 backend="mujoco", policy=None, pushes=(), pace=1.0, mode="track", noise_scale=None, goals=(),
+                 balance=None):
+        self.clips, self.fps, self.controller, self.balance = clips, int(fps), controller, balance
         self.mode, self.noise_scale, self.goals = mode, noise_scale, list(goals)
         self.fatigue, self.residual, self.seed, self.pace = fatigue, residual, seed, pace
         self.backend, self.policy, self.pushes = backend, policy, list(pushes)
@@ -273,9 +274,10 @@ class SimulationJob:
         from .engine.control.tracking import TrackingParams
 
         self.started = time.perf_counter()
+        params = TrackingParams(residual=float(self.residual), pace=float(self.pace), balance=self.balance)
         kwargs = dict(controller=self.controller, fatigue=self.fatigue, backend=self.backend,
-                      seed=int(self.seed), fps=self.fps, params=TrackingParams(residual=float(self.residual), pace=float(self.pace)),
-                      pushes=self.pushes, mode=self.mode, noise_scale=self.noise_scale, goals=self.goals)
+                      seed=int(self.seed), fps=self.fps, params=params, pushes=self.pushes, mode=self.mode,
+                      noise_scale=self.noise_scale, goals=self.goals)
         if self.policy:
             kwargs["policy"] = self.policy
         from .runtime import single_blas_thread
@@ -345,6 +347,15 @@ def stand_note(take) -> str:
     if not st:
         return ""
     return f"stood the pose on its muscles alone (the joints moved {st['joints_moved_deg_mean']:.1f} deg on average to balance it)"
+
+
+def balance_note(take) -> str:
+    """For a take the balance planner steered (engine.control.balance), e.g. 'balanced on its
+    muscles alone (planned ahead; offsets 1.4 deg on average)', or ''."""
+    b = take.meta.get("balance")
+    if not b:
+        return ""
+    return f"balanced on its muscles alone (planned ahead; offsets {b['offset_deg_mean']:.1f} deg on average)"
 
 
 def pace_note(take) -> str:
@@ -453,7 +464,8 @@ def bake_take(context, arm, take, frame_start: int | None = None, action_name: s
 # ---- one entry point for the operator and the batch script -----------------------------------
 def prepare_simulation(context, arm, clips, fps=None, controller="tracking", policy=None, fatigue_scale=50.0,
                        F=0.01, R=0.002, r=2.0, residual=1.0, seed=0, repetitions=None, keep_calibration=False,
-                       pushes=(), pace=1.0, mode="track", noise_scale=None, headings=(), speed=None) -> SimulationJob:
+                       pushes=(), pace=1.0, mode="track", noise_scale=None, headings=(), speed=None,
+                       balance=False) -> SimulationJob:
     """Check everything before any work and return a job ready to run.
 
     clips: [(path or "ACTION", seconds or None)]; None seconds = the clip's own length (times
@@ -461,13 +473,20 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
     keep_calibration. pushes: engine.push specs (a text field's string, or a list). pace: the
     tracking controller's pace governor strength (engine.control.pace). mode, noise_scale,
     headings (TURN[@TIME] specs, a list or one text field) and speed: a policy's mode
-    (engine.control.goals). Nothing in the scene or the armature is changed."""
+    (engine.control.goals). balance: the tracking controller plans its balance without the
+    residual (engine.control.balance; played in Blender's process, so `residual` is then
+    ignored). Nothing in the scene or the armature is changed."""
     from .engine.control.goals import check_policy_options, goals_from_specs
     from .engine.control.tracking import TrackingParams
     from .engine.push import check_pushes, parse_pushes
     from .engine.take import check_fps
 
-    TrackingParams(residual=residual, pace=pace).validate()
+    from .engine.take import check_balance
+
+    planner = None
+    if balance:  # the panel's residual field is then out of play
+        planner, residual = check_balance(controller, True, None)
+    TrackingParams(residual=residual, pace=pace, balance=planner).validate()
     goals = check_policy_options(controller, mode, noise_scale, goals_from_specs(mode, headings, speed))
     pushes = check_pushes(parse_pushes(pushes) if isinstance(pushes, str) else pushes, load_model())
 
@@ -504,7 +523,7 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
                                  policy if controller == "policy" else None)
     return SimulationJob(out, fps, controller=controller, fatigue=fatigue_params(fatigue_scale, F, R, r),
                          residual=residual, seed=seed, policy=policy, pushes=pushes, pace=pace, mode=mode,
-                         noise_scale=noise_scale, goals=goals)
+                         noise_scale=noise_scale, goals=goals, balance=planner)
 
 
 def settings_job(context, s) -> tuple[object, SimulationJob]:
@@ -531,7 +550,7 @@ def settings_job(context, s) -> tuple[object, SimulationJob]:
                              fatigue_scale=s.fatigue_scale, F=s.F, R=s.R, r=s.r, residual=s.residual,
                              seed=s.seed, repetitions=s.repetitions if s.length_mode == "REPEAT" else None,
                              keep_calibration=s.keep_calibration, pushes=s.pushes, pace=s.pace,
-                             **policy_mode_options(s))
+                             balance=s.balance and s.controller == "tracking", **policy_mode_options(s))
     return arm, job
 
 

@@ -112,6 +112,11 @@ class SINEW_PG_scene(bpy.types.PropertyGroup):
     residual: FloatProperty(name="Residual", default=1.0, min=0.0, soft_max=2.0,
                             description="Root residual strength in body weights (0 = none: a held pose then "
                                         "stands on its muscles alone; a moving clip falls within seconds yet)")
+    balance: BoolProperty(
+        name="Balance", default=False,
+        description="Plan balance ahead so the character carries itself on its muscles and the ground, with no "
+                    "root residual (predictive sampling over small hip, ankle and spine offsets of the clip). "
+                    "Slow: about 30-60 s of computing a second of take")
     pace: FloatProperty(name="Pace Governor", default=1.0, min=0.0, soft_max=2.0,
                         description="As the legs tire (mean fatigued fraction above 0.1) the clip plays slower, "
                                     "by this many % per % fatigued, down to half pace, and speeds up as they "

@@ -84,7 +84,10 @@ class SINEW_PT_simulate(_Panel, bpy.types.Panel):
                 lay.prop(s, "headings")
                 lay.prop(s, "speed")
         else:  # a policy applies no root residual and plays at its own pace
-            lay.prop(s, "residual")
+            lay.prop(s, "balance")
+            row = lay.row()
+            row.enabled = not s.balance  # the planner balances without the residual
+            row.prop(s, "residual")
             lay.prop(s, "pace")
         lay.prop(s, "pushes")
         lay.prop(s, "seed")

@@ -20,6 +20,7 @@ EPILOG = """examples:
   sinew simulate --clip walk.bvh:20 --controller policy --policy P.npz --mode generate --noise-scale 0.5
   sinew simulate --clip walk.bvh:15 --controller policy --policy P.npz --mode heading --heading 90@5 --speed 1.2
   sinew simulate --clip walk.bvh:10 --push 4:0,-120,0:0.2 --push 7:120,0,0:0.2:Torso
+  sinew simulate --clip walk.bvh:10 --balance --out walk_balanced/
   sinew simulate --clip cmu_walk.bvh:20 --keep-calibration
 
 --push TIME:FX,FY,FZ:SECONDS[:BODY] shoves the character: a world-frame force in newtons
@@ -87,6 +88,14 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
                    "force in body weights (and torque in body weight x 1 m); 0 = none (default 1): clips that hold "
                    "still are then stood on the muscles alone by an LQR about their nearest balanced pose, moving "
                    "clips tracked without help (the walk falls within seconds yet). A policy applies none")
+    p.add_argument("--balance", action="store_true",
+                   help="tracking controller: plan balance ahead so the character carries itself on its muscles "
+                   "and the ground, with no root residual (predictive sampling over small hip, ankle and spine "
+                   "offsets of the reference, 16 candidates 0.8 s ahead every 0.1 s; engine/control/balance.py). "
+                   "Slow: ~20-40 s of computing a simulated second on 2 cores")
+    p.add_argument("--workers", type=number("--workers", 0, integer=True), default=None, metavar="N",
+                   help="processes that play --balance's candidates (default: one per CPU core; 0 = this "
+                   "process); the take is the same whatever N")
     p.add_argument("--pace", type=number("--pace", 0.0), default=None, metavar="STRENGTH",
                    help="tracking controller's pace governor: as the legs tire (their mean fatigued fraction "
                    "M_F above 0.1) the clips play slower, by STRENGTH %% per %% of M_F, down to half pace, and "
@@ -129,7 +138,7 @@ def _simulate(args, stop) -> int:
     from .errors import InputFileError, ParameterError
     from .control.goals import check_policy_options, goals_from_specs
     from .push import check_pushes, parse_push
-    from .take import check_clips, check_fps, check_pace, check_residual
+    from .take import check_balance, check_clips, check_fps, check_pace
 
     # everything checked before any work, one line each
     pushes = [parse_push(spec) for spec in args.push]
@@ -143,7 +152,10 @@ def _simulate(args, stop) -> int:
         clips.append((path, seconds))
     fps = check_fps(args.fps)
     fatigue = fat.FatigueParams(scale=args.fatigue_scale).validate(1 / 120)
-    residual = check_residual(args.controller, args.residual)
+    if args.workers is not None and not args.balance:
+        raise ParameterError("--workers", "sets the processes of --balance's planner; add --balance or leave it out")
+    workers = _default_workers() if args.workers is None else int(args.workers)
+    balance, residual = check_balance(args.controller, args.balance, args.residual, workers)
     pace = check_pace(args.controller, args.pace)
     out = check_out_dir(args.out)
     if args.controller == "policy":
@@ -157,7 +169,7 @@ def _simulate(args, stop) -> int:
 
     rig = load_rig(args.rig)
     pushes = check_pushes(pushes, rig)  # a known body (the window is checked once the clips are read)
-    params = TrackingParams(residual=residual, pace=pace).validate()
+    params = TrackingParams(residual=residual, pace=pace, balance=balance).validate()
     loaded = []
     for path, seconds in clips:  # read/retarget the clips (fails fast on a bad file)
         ref, _ = load_clip(rig, path, keep_calibration=args.keep_calibration)
@@ -191,6 +203,16 @@ def _simulate(args, stop) -> int:
         print(take_stopped_line("simulate", stop, take.meta, "writing", take.num_frames, kept), file=sys.stderr)
         return stop.exit_code
     return 0
+
+
+def _default_workers() -> int:
+    """One planner process per CPU core this process may use."""
+    import os
+
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # not on Linux
+        return max(os.cpu_count() or 1, 1)
 
 
 def write_outputs(take, rig, out: Path, plots: bool = True) -> list[Path]:

@@ -198,6 +198,24 @@ def check_residual(controller: str, residual: float | None) -> float:
     return _tracking_option(controller, residual, "--residual", 1.0, "applies no root residual")
 
 
+def check_balance(controller: str, balance: bool, residual: float | None, workers: int = 0):
+    """The balance planner's settings (engine.control.balance.BalanceParams, or None without
+    `balance`) and the residual strength the take then runs with: the planner balances
+    without the residual, so it runs with 0, and a residual asked for beside it is refused.
+    `workers`: processes that play its candidates (0: the calling process)."""
+    if not balance:
+        return None, check_residual(controller, residual)
+    if controller == "policy":
+        raise ParameterError("--balance", "plans the tracking controller's balance; a policy balances by itself. "
+                             "Leave --balance out, or use --controller tracking")
+    if residual:
+        raise ParameterError("--residual", f"{residual:g}: --balance carries the character without the root "
+                             "residual; leave --residual out (or 0)")
+    from .control.balance import BalanceParams
+
+    return BalanceParams(workers=int(workers)).validate(), 0.0
+
+
 def _versions() -> dict:
     import mujoco
     import scipy
@@ -302,7 +320,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         if is_stance(sim, plan):  # a held pose starts balanced, as the stand controller starts it
             start_stance(sim, plan)
     else:
-        ctrl = tracking_controller(sim, plan, params)  # a still reference without the residual: stood
+        ctrl = tracking_controller(sim, plan, params, int(seed))  # a still reference without the residual: stood
     # the reference as the controller plays it (the tracker's pace governor slows it)
     reference = ctrl.reference_now if hasattr(ctrl, "reference_now") else (lambda s: plan.sample(s.steps))
     pace = getattr(ctrl, "advance_pace", None)
@@ -392,6 +410,9 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
                     progress(i / n)
         except SimulationDiverged as e:
             diverged, stop_time, reason = True, sim.time, str(e)
+        finally:
+            if hasattr(ctrl, "close"):  # the balance planner's worker processes
+                ctrl.close()
     wall, cpu = clock() - wall0, time.thread_time() - cpu0
     arrays = {k: np.asarray(v) for k, v in rec.items()}
     arrays["segment"] = arrays["segment"].astype(np.int32)
@@ -410,6 +431,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         ground_force_gap_N=ctrl.ground_gap_N() if hasattr(ctrl, "ground_gap_N") else None,
         pace=ctrl.pace.summary() if hasattr(ctrl, "pace") else None,
         stand=getattr(ctrl, "summary", None),  # engine.control.stand: the balanced pose it held
+        balance=ctrl.balance_summary() if hasattr(ctrl, "balance_summary") else None,  # engine.control.balance
         segments=[dict(label=s.label, start_s=s.start / 120.0, seconds=s.steps / 120.0, phase_frame=s.phase)
                   for s in plan.segments],
         planned_seconds=n / 120.0, simulated_seconds=sim_seconds,

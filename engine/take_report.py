@@ -14,6 +14,7 @@ def extra_lines(take) -> list[str]:
     from .push import describe as push
 
     out = [f"stand       {stand(take.meta['stand'])}"] if take.meta.get("stand") else []
+    out += [f"balance     {balance(take.meta['balance'])}"] if take.meta.get("balance") else []
     out += [f"calibration {Path(c['source']).name}: {calibration(c['calibration'])}"
             for c in take.meta["clips"] if c.get("calibration")]
     out += [f"push        {push(r)}" for r in take.meta["summary"].get("pushes", [])]
@@ -48,6 +49,14 @@ def stand(st: dict) -> str:
             f"holding it takes {st['activation_mean']:.3f} mean activation, {st['activation_max']:.2f} at most{left}")
 
 
+def balance(b: dict) -> str:
+    """How the balance planner (engine.control.balance) steered the tracker."""
+    return (f"planned ahead without the residual (predictive sampling, engine/control/balance.py): "
+            f"{b['plans']} plans of {b['candidates']} candidates {b['horizon_s']:g} s ahead; the last plan kept "
+            f"{100 * b['kept_share']:.0f} % of the time, no offsets {100 * b['no_offset_share']:.0f} %; offsets "
+            f"{b['offset_deg_mean']:.1f} deg on average ({b['offset_deg_max']:.0f} at most)")
+
+
 def pace(take) -> str | None:
     """How the pace governor played the reference (engine.control.pace); None for policy
     takes and takes saved before it existed."""
@@ -74,6 +83,7 @@ def glance_lines(take) -> list[str]:
                     f"{s['residual_torque_mean_Nm']:.1f} N m of torque")
     played = pace(take)
     held = [f"- Stand: {stand(m['stand'])}"] if m.get("stand") else []
+    held += [f"- Balance: {balance(m['balance'])}"] if m.get("balance") else []
     held += [f"- {line[:12].strip().capitalize()}: {line[12:]}" for line in policy_lines(take)]
     return ([f"- Fell: {fell}", f"- Root residual: {residual}"] + held + ([f"- Pace: {played}"] if played else [])
             + [""])

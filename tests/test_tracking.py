@@ -102,6 +102,39 @@ def test_three_solvers_solve_the_same_coordination(rig, posed, smooth, contacts,
     assert converged == [True]
 
 
+def test_solvers_agree_when_the_root_may_give_way(rig, posed):
+    """With the root's accelerations as unknowns (root_inertia, no residual) the three solvers
+    find the same activations, contact forces and root change d, and the root's six rows -
+    which no muscle reaches - are met by the ground and d instead of being missed."""
+    from engine.control import CoordinationWeights, coordinate
+
+    A, flfv, fpe = posed["A"], posed["flfv"], posed["fpe"]
+    rng = np.random.default_rng(2)
+    tau = -A.T @ (rig.muscle_f0 * (rng.uniform(0, 0.5, 284) * flfv + fpe)) + rng.normal(scale=5, size=rig.num_dofs)
+    tau[:6] += rng.normal(scale=200, size=6)
+    lb = rng.uniform(0, 0.1, 284)
+    ub = lb + rng.uniform(0.05, 0.5, 284)
+    Jc = rng.normal(size=(8, rig.num_dofs))
+    from engine.physics.mujoco_backend import full_mass_matrix
+    from engine.simulation import Simulation
+
+    phys = Simulation(rig, "mujoco").physics  # the rig's mass matrix at rest
+    M6 = full_mass_matrix(phys.model, phys.data, np.zeros((rig.num_dofs, rig.num_dofs)))[:, :6]
+    w = CoordinationWeights(activation=1.0, smooth=10.0, root_acceleration=1.0)
+    sols = {s: coordinate(tau, A, rig.muscle_f0, flfv, fpe, lb, ub, w, solver=s, warm=lb, Jc=Jc, root_inertia=M6)
+            for s in ("daqp", "lsq", "newton")}
+    a = sols["daqp"]
+    assert np.abs(a.root_change).max() > 0.1
+    for s, b in sols.items():
+        assert np.abs(a.activation - b.activation).max() < 1e-5, s
+        assert np.abs(a.root_change - b.root_change).max() < 1e-4 and np.abs(a.contact - b.contact).max() < 1e-3, s
+    met = a.achieved + Jc.T @ a.contact - M6 @ a.root_change
+    bare = coordinate(tau, A, rig.muscle_f0, flfv, fpe, lb, ub, w, warm=lb, Jc=Jc)
+    assert bare.root_change is None
+    missed_bare = np.abs(bare.achieved + Jc.T @ bare.contact - tau)[:6].max()
+    assert np.abs(met - tau)[:6].max() < 0.05 * missed_bare
+
+
 def _box_qp(seed, m=56, n=380):
     """A coordination-shaped problem: rows of generalised force, muscles in narrow 3CC-r
     boxes, contact forces >= 0 (weak weight), a bounded residual; the root's rows reach only

@@ -111,6 +111,7 @@ class CoordinationResult:
     contact: np.ndarray  # (nc,) pyramid-edge forces beta >= 0 (empty without contacts)
     residual: np.ndarray  # (6,) root residual generalised force (zeros without one)
     active: np.ndarray | None = None  # the next solve's warm start: dual_newton's multipliers (or DAQP's active bounds)
+    root_change: np.ndarray | None = None  # (6,) the change of the root's acceleration the solve chose (root_inertia)
 
 
 @dataclass(frozen=True)
@@ -120,22 +121,32 @@ class CoordinationWeights:
     which picks, among the many activation patterns that give nearly the same torques
     (284 muscles, ~50 joint DOFs), the one nearest the last. contact: per N^2 of
     pyramid-edge force (spreads the load over the contact points). residual: per N^2 (N m^2)
-    of root residual, dearer than contact so the ground carries what it can."""
+    of root residual, dearer than contact so the ground carries what it can.
+    root_acceleration: per (m/s^2)^2 (rad/s^2 for the root's turning) by which the solve may
+    change the root's wanted acceleration (`coordinate`'s root_inertia)."""
 
     activation: float = 1.0
     contact: float = 1e-4
     smooth: float = 0.0
     residual: float = 1e-2
+    root_acceleration: float = 1.0
 
 
 def coordinate(tau, A, f0, flfv, fpe, lb, ub, weights: CoordinationWeights = CoordinationWeights(),
                solver: str = "auto", warm=None, Jc=None, residual_bound=None, active=None,
-               info=None) -> CoordinationResult:
+               info=None, root_inertia=None) -> CoordinationResult:
     """Activations alpha in [lb, ub], contact forces beta >= 0 and a bounded root residual r
     whose generalised forces together best meet tau, in one bounded least-squares problem:
 
     min || -A^T f(alpha) + Jc^T beta + S^T r - tau ||^2 + w_a |alpha|^2 + w_s |alpha - alpha_prev|^2
         + w_c |beta|^2 + w_r |r|^2,       f = f0 (alpha flfv + fpe)
+
+    With root_inertia (nv, 6), the first six columns of the mass matrix M, the solve may also
+    change the root's wanted acceleration by d (unbounded, cost w_d |d|^2): the term
+    -root_inertia d joins the left side, so the joint torques it picks belong to the root
+    motion that muscles and ground can give (without a residual the root's six rows are
+    otherwise met by the ground alone, or missed, and the joints are set for a root motion
+    that will not happen: docs/research/balance.md, third session).
 
     tau (nv,), A (M, nv) moment arms dl/dq, f0/flfv/fpe/lb/ub (M,); Jc (nc, nv) friction-
     pyramid edge Jacobians (None: no contacts); residual_bound (6,) or None (no residual);
@@ -172,13 +183,20 @@ def coordinate(tau, A, f0, flfv, fpe, lb, ub, weights: CoordinationWeights = Coo
         blocks.append(np.eye(nv, 6))  # S^T: the residual acts on the root's rows only
         reg, pull = np.concatenate((reg, np.full(6, weights.residual))), np.concatenate((pull, np.zeros(6)))
         lo, hi = np.concatenate((lo, -residual_bound)), np.concatenate((hi, residual_bound))
+    nd = 0
+    if root_inertia is not None:
+        nd = 6
+        blocks.append(-np.asarray(root_inertia, float))
+        reg, pull = np.concatenate((reg, np.full(6, weights.root_acceleration))), np.concatenate((pull, np.zeros(6)))
+        lo, hi = np.concatenate((lo, np.full(6, -BIG))), np.concatenate((hi, np.full(6, BIG)))
     Gall = np.hstack(blocks) if len(blocks) > 1 else G
     start = None
     if warm is not None:
-        start = np.concatenate((np.asarray(warm, float), np.zeros(nc + nr)))
+        start = np.concatenate((np.asarray(warm, float), np.zeros(nc + nr + nd)))
     z, status, act = _bounded_lsq(Gall, rhs, reg, lo, hi, solver, start, pull, active, M, info)
     x = z[:M]
-    return CoordinationResult(x, G @ x - A.T @ (f0 * fpe), status, z[M:M + nc], z[M + nc:] if nr else np.zeros(6), act)
+    return CoordinationResult(x, G @ x - A.T @ (f0 * fpe), status, z[M:M + nc],
+                              z[M + nc:M + nc + nr] if nr else np.zeros(6), act, z[M + nc + nr:] if nd else None)
 
 
 def dual_newton(G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200, info=None):

@@ -353,13 +353,18 @@ def is_stance(sim, plan) -> bool:
             and stands_on_its_feet(plan.space.model, sim.rig, plan.sample(0)[0]))
 
 
-def tracking_controller(sim, plan, params):
+def tracking_controller(sim, plan, params, seed: int = 0):
     """The controller for a tracking take: StandController for a stance (`is_stance`) without
-    the root residual; else the tracker."""
+    the root residual; else the tracker steered by the balance planner when params.balance is
+    set (engine.control.balance, seeded by the take's seed); else the tracker."""
     from . import tracking
 
     if params.residual == 0 and is_stance(sim, plan):
         return StandController(sim, plan, params)
+    if params.balance is not None:
+        from .balance import BalancePlanner
+
+        return BalancePlanner(sim, plan, params, params.balance, seed)
     return tracking.TrackingController(sim, plan, params)
 
 

@@ -14,7 +14,9 @@ Every `period` physics steps:
    ground where the feet can push and by the residual otherwise.
 5. Muscle coordination (engine.control.coordination): activations inside the 3CC-r bounds
    of the coming step, the contact forces, and a root residual bounded by `residual` x body
-   weight (force) and x body weight x 1 m (torque), in one bounded least-squares solve
+   weight (force) and x body weight x 1 m (torque) - or, with no residual, a change of the
+   root's wanted acceleration (cost `weights.root_acceleration`), so the joint torques
+   belong to the root motion muscles and ground can give -, in one bounded least-squares solve
    (a semismooth Newton method on its dual, warm-started from the last step's
    multipliers), with a small pull towards the last step's activations. Solving them together
    lets the ground force be split in a way the leg muscles can balance. Body Jacobians
@@ -75,6 +77,9 @@ class TrackingParams:
     # 1 % of the legs' motor units fatigued beyond a tenth, down to half pace; 0 keeps the
     # recorded pace however tired the legs are
     pace: float = 1.0
+    # the balance planner (engine.control.balance.BalanceParams) that steers the tracker when
+    # there is no residual; None: the tracker alone (with residual 0 a walk falls within ~3 s)
+    balance: object | None = None
 
     def validate(self) -> "TrackingParams":
         for name in ("kp", "kd", "residual", "contact_margin", "pace"):
@@ -83,6 +88,17 @@ class TrackingParams:
                 raise ParameterError(name, f"must be a finite number >= 0, got {v!r}")
         if not (isinstance(self.period, (int, np.integer)) and self.period >= 1):
             raise ParameterError("period", f"must be a whole number of steps >= 1, got {self.period!r}")
+        if self.balance is not None:
+            from .balance import BalanceParams
+
+            if not isinstance(self.balance, BalanceParams):
+                raise ParameterError("balance", f"expected BalanceParams or None, got {type(self.balance).__name__}")
+            self.balance.validate()
+            if self.residual > 0:
+                raise ParameterError("residual", f"{self.residual:g}: the balance planner balances without the "
+                                     "root residual; set it to 0 (or plan no balance)")
+            if self.period != 1:
+                raise ParameterError("period", "the balance planner plays the tracker every step (period 1)")
         return self
 
 
@@ -276,8 +292,10 @@ class TrackingController:
         q, q_ref, tau, A, Jc, lb, ub = d.q, d.q_ref, d.tau, d.A, d.Jc, d.lb, d.ub
         t1 = time.perf_counter()
         info = {}
+        free_root = d.M[:, :6] if self.residual_bound is None else None  # no residual: the root may give way
         sol = coordinate(tau, A, rig.muscle_f0, d.flfv, d.fpe, lb, ub, self.params.weights, warm=self._warm,
-                         Jc=Jc, residual_bound=self.residual_bound, active=self._active, info=info)
+                         Jc=Jc, residual_bound=self.residual_bound, active=self._active, info=info,
+                         root_inertia=free_root)
         contact_gf = Jc.T @ sol.contact
         g = sol.residual
         self._warm, self._active = sol.activation, sol.active
@@ -290,7 +308,7 @@ class TrackingController:
         achieved = sol.achieved + contact_gf
         achieved[:6] += g
         self.last = dict(tau=tau, achieved=achieved, contact_gf=contact_gf, muscle_gf=sol.achieved, residual=g, activation=sol.activation,
-                         lb=lb, ub=ub, contact_rows=len(Jc), q_ref=q_ref, status=sol.status)
+                         lb=lb, ub=ub, contact_rows=len(Jc), q_ref=q_ref, status=sol.status, root_change=sol.root_change)
         self.tally(t1 - t0, t2 - t1, info)
         return MuscleCommand(sol.activation, force, torque)
 

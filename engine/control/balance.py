@@ -1,0 +1,301 @@
+"""Balance without the root residual: predictive sampling over small reference offsets.
+
+The tracker (engine.control.tracking) is greedy: each step it asks for the reference's
+accelerations and solves for them, blind to where the body will be a second later, and with
+no residual to hold the root a walk falls within ~3 s. This layer plans ahead (MuJoCo MPC's
+predictive sampling, Howell et al. 2022, "Predictive Sampling: Real-time Behaviour Synthesis
+with MuJoCo"): it steers the tracker by a few offsets added to its reference - both hips'
+and both ankles' pitch and roll, the spine's pitch and roll, optionally both knees' flexion -,
+piecewise linear in time with a knot every `knot` steps.
+
+Every `replan` steps, `candidates` offset plans are played `horizon` steps ahead on a shadow
+of the simulation (the same MuJoCo model, muscles, 3CC-r state, pace and solver warm start;
+in this process, or spread over `workers` forked processes), each under the same tracker,
+and the cheapest is followed until the next plan. The candidates: the last plan shifted to
+now, no offsets, and the rest the shifted plan x `decay` plus Gaussian noise (`sigma` rad)
+from the take's seed. A rollout's cost sums over its steps (eq. numbers: this module)
+
+    c = w_height (z - z_ref)^2 + w_tilt |pelvis roll, pitch error|^2 + w_speed |v_xy - v_ref,xy|^2
+        + w_joint (mean joint error / 10 deg)^2 + w_offset |u|^2                              (1)
+
+and adds FALL_COST for every step left once the pelvis is below `fall_height` (a fall seen
+coming) or the rollout diverged. Pushes are not known to the planner; it meets them as it
+meets any error. Measured in docs/research/balance.md (ninth and tenth sessions).
+"""
+from __future__ import annotations
+
+import copy
+import signal
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from ..errors import ParameterError
+from ..transforms import matrix_to_axis_angle, quat_to_matrix
+from .tracking import TrackingController
+
+FALL_COST = 1e3  # per step left in a rollout once it falls (eq. 1)
+DIVERGED_COST = 1e4  # per step left once its physics diverged
+MAX_SPEED = 1e3  # m/s or rad/s: a rollout faster than this anywhere has diverged
+
+
+@dataclass(frozen=True)
+class BalanceParams:
+    """Settings of the balance planner (chosen by measurement, docs/research/balance.md)."""
+
+    candidates: int = 16  # offset plans tried at each replan (8 fell at 4.6-9.5 s)
+    horizon: int = 96  # physics steps each is played ahead (0.8 s; 0.5 s fell)
+    replan: int = 12  # physics steps between plans (0.1 s)
+    knot: int = 12  # physics steps between an offset plan's knots
+    sigma: float = 0.05  # rad: the noise a candidate adds at each knot
+    decay: float = 0.9  # the last plan's offsets shrink by this in the noisy candidates
+    knees: bool = False  # sample both knees' flexion too (a lower, bent-kneed gait)
+    workers: int = 0  # processes playing the candidates (0: this process; the take is the same)
+    w_height: float = 100.0  # per m^2 of pelvis height error (eq. 1)
+    w_tilt: float = 10.0  # per rad^2 of pelvis roll and pitch error
+    w_speed: float = 1.0  # per (m/s)^2 of horizontal root velocity error
+    w_joint: float = 0.1  # per (mean joint error / 10 deg)^2
+    w_offset: float = 0.1  # per rad^2 of offsets
+    fall_height: float = 0.7  # m: a rollout whose pelvis sinks below this has fallen
+
+    def validate(self) -> "BalanceParams":
+        for name in ("candidates", "horizon", "replan", "knot"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, np.integer)) and v >= 1):
+                raise ParameterError(f"balance.{name}", f"must be a whole number >= 1, got {v!r}")
+        if self.candidates < 2:
+            raise ParameterError("balance.candidates", f"must be at least 2 (the last plan and no offsets), got {self.candidates}")
+        if not (isinstance(self.workers, (int, np.integer)) and self.workers >= 0):
+            raise ParameterError("balance.workers", f"must be a whole number >= 0, got {self.workers!r}")
+        for name in ("sigma", "decay", "w_height", "w_tilt", "w_speed", "w_joint", "w_offset", "fall_height"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
+                raise ParameterError(f"balance.{name}", f"must be a finite number >= 0, got {v!r}")
+        return self
+
+    @property
+    def knots(self) -> int:
+        """Knots of an offset plan: enough to cover a horizon started up to `replan` steps ago."""
+        return -(-(self.horizon + self.replan) // self.knot) + 1
+
+
+def offset_dofs(rig, knees: bool = False) -> np.ndarray:
+    """The DOFs the planner offsets: each joint's first DOF + axis (0: its local x, pitch;
+    1: its local y, roll; the rig's joint frames are world-aligned at rest, x the character's
+    left): hips and ankles pitch and roll, the spine's pitch and roll, and with `knees` both
+    knees' flexion."""
+    def dof(body: str, axis: int) -> int:
+        return int(rig.dof_start[rig.body_index(body)]) + axis
+
+    dofs = [dof(b, k) for b in ("FemurR", "FemurL", "TalusR", "TalusL") for k in (0, 1)] + [dof("Spine", 0), dof("Spine", 1)]
+    if knees:
+        dofs += [dof("TibiaR", 0), dof("TibiaL", 0)]
+    return np.array(dofs)
+
+
+def offsets_at(U: np.ndarray, start: int, knot: int, step: int) -> np.ndarray:
+    """The offsets at physics step `step` of a plan whose knot j (row j of U) is at
+    start + j knot: linear between knots, the first before and the last held after."""
+    x = (step - start) / knot
+    j = int(np.clip(np.floor(x), 0, len(U) - 2))
+    w = float(np.clip(x - j, 0.0, 1.0))
+    return (1 - w) * U[j] + w * U[j + 1]
+
+
+def shift_plan(U: np.ndarray, start: int, knot: int, now: int) -> np.ndarray:
+    """The plan U (knots from `start`) resampled at knots from `now`."""
+    return np.array([offsets_at(U, start, knot, now + j * knot) for j in range(len(U))])
+
+
+class OffsetTracker(TrackingController):
+    """The tracker with its reference offset at `offset_dofs` by the plan (U, start): what the
+    planner's rollouts and the take both run. With no plan (or zero offsets) it is the
+    tracker, bit for bit."""
+
+    def __init__(self, sim, plan, params, balance: BalanceParams):
+        super().__init__(sim, plan, params)
+        self.balance = balance
+        self.dofs = offset_dofs(sim.rig, balance.knees)
+        self.U, self.plan_start = np.zeros((balance.knots, len(self.dofs))), 0
+
+    def offsets(self, step: int) -> np.ndarray:
+        return offsets_at(self.U, self.plan_start, self.balance.knot, step)
+
+    def wanted_acceleration(self, q, qd, step):
+        q_ref, v_ref, a_ref = self.reference(step)
+        u = self.offsets(step)
+        if np.any(u):
+            dv = np.zeros(len(v_ref))
+            dv[self.dofs] = u
+            q_ref = self.plan.space.add(q_ref, dv)
+        p = self.params
+        return a_ref + p.kp * self.plan.space.diff(q, q_ref) + p.kd * (v_ref - qd), q_ref
+
+
+def rollout_cost(sim, ctl: OffsetTracker) -> float:
+    """Eq. (1) at the shadow's present state, against the reference as the tracker plays it
+    (its pace; without the offsets)."""
+    from ..take import joint_errors_deg
+
+    b = ctl.balance
+    q, qd = sim.physics.get_q()
+    q_ref, v_ref, _ = ctl.reference(sim.steps)
+    tilt = matrix_to_axis_angle(quat_to_matrix(q_ref[3:7]) @ quat_to_matrix(q[3:7]).T)[:2]
+    u = ctl.offsets(sim.steps)
+    dv = qd[:2] - v_ref[:2]
+    err = joint_errors_deg(sim.rig, ctl.plan.space.diff(q, q_ref)) / 10.0
+    return (b.w_height * (q[2] - q_ref[2]) ** 2 + b.w_tilt * float(tilt @ tilt) + b.w_speed * float(dv @ dv)
+            + b.w_joint * err * err + b.w_offset * float(u @ u))
+
+
+class Shadow:
+    """A copy of the take's simulation and tracker that candidates are played on: `load`
+    puts it at a snapshot of the take (`snapshot`), `play` runs one candidate from there."""
+
+    def __init__(self, sim, plan, params, balance: BalanceParams):
+        from ..simulation import Simulation
+
+        p = sim.physics
+        self.sim = Simulation(sim.rig, "mujoco", fatigue=sim.muscles.params, dt=sim.dt, joint_damping=p.joint_damping)
+        self.ctl = OffsetTracker(self.sim, copy.deepcopy(plan), params, balance)
+        self.balance = balance
+
+    def load(self, snap: dict) -> None:
+        """The shadow at the snapshot: every state a rollout reads (MuJoCo's qpos, qvel,
+        contact warm start and time; the 3CC-r state; the pace and where the plan's clips are
+        matched; the solve's warm start). Checked: the same candidate costs as a fresh copy."""
+        sim, ctl = self.sim, self.ctl
+        m, d = sim.physics.model, sim.physics.data
+        d.qpos[:], d.qvel[:], d.qacc_warmstart[:], d.time = snap["qpos"], snap["qvel"], snap["warm"], snap["time"]
+        d.xfrc_applied[:] = 0.0
+        mujoco.mj_step1(m, d)  # the backend keeps its data half-stepped
+        sim.fatigue = snap["fatigue"].copy()
+        sim.steps = snap["steps"]
+        sim.state = sim.physics.body_state()
+        ctl._warm = None if snap["warm_activation"] is None else snap["warm_activation"].copy()
+        ctl._active = None if snap["warm_dual"] is None else snap["warm_dual"].copy()
+        ctl.pace, ctl._paced_to = copy.deepcopy(snap["pace"]), snap["paced_to"]
+        for seg, (phase, place) in zip(ctl.plan.segments, snap["segments"]):
+            seg.phase, seg.place = phase, place
+
+    def play(self, U: np.ndarray, start: int) -> float:
+        """Eq. (1) summed over the horizon with the plan (U, start), from the loaded state."""
+        sim, ctl, b = self.sim, self.ctl, self.balance
+        ctl.U, ctl.plan_start = U, start
+        d = sim.physics.data
+        total = 0.0
+        for t in range(b.horizon):
+            try:
+                sim.step(ctl.act(sim, sim.state))
+            except (ArithmeticError, ValueError, np.linalg.LinAlgError):  # a solve or step that broke down
+                return total + DIVERGED_COST * (b.horizon - t)
+            if not (np.isfinite(d.qvel).all() and np.abs(d.qvel).max() < MAX_SPEED):
+                return total + DIVERGED_COST * (b.horizon - t)
+            total += rollout_cost(sim, ctl)
+            if d.qpos[2] < b.fall_height:
+                return total + FALL_COST * (b.horizon - t)
+        return total
+
+
+def snapshot(sim, ctl: TrackingController) -> dict:
+    """What Shadow.load needs of the take's simulation and tracker (copies)."""
+    d = sim.physics.data
+    return dict(qpos=d.qpos.copy(), qvel=d.qvel.copy(), warm=d.qacc_warmstart.copy(), time=float(d.time),
+                fatigue=sim.fatigue.copy(), steps=sim.steps, pace=copy.deepcopy(ctl.pace), paced_to=ctl._paced_to,
+                warm_activation=None if ctl._warm is None else ctl._warm.copy(),
+                warm_dual=None if ctl._active is None else ctl._active.copy(),
+                segments=[(seg.phase, seg.place) for seg in ctl.plan.segments])
+
+
+_WORKER: dict = {}
+
+
+def _worker_init(sim, plan, params, balance) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the take's to handle (engine.interrupt)
+    _WORKER["shadow"] = Shadow(sim, plan, params, balance)
+
+
+def _worker_play(job) -> list[float]:
+    snap, plans, start = job
+    shadow = _WORKER["shadow"]
+    out = []
+    for U in plans:
+        shadow.load(snap)
+        out.append(shadow.play(U, start))
+    return out
+
+
+class BalancePlanner(OffsetTracker):
+    """The tracker, steered by predictive sampling (module docstring). Call `close` when the
+    take is over (it ends the worker processes)."""
+
+    def __init__(self, sim, plan, params, balance: BalanceParams | None = None, seed: int = 0):
+        balance = (balance or BalanceParams()).validate()
+        if sim.physics.name != "mujoco":
+            raise ParameterError("balance", f"the balance planner needs the mujoco backend, not {sim.physics.name}")
+        super().__init__(sim, plan, params, balance)
+        self.dt = sim.dt
+        self.rng = np.random.default_rng(seed)
+        self._pool = self._shadow_here = None
+        if balance.workers > 0:
+            import multiprocessing as mp
+
+            # forked: the workers inherit the rig and the plan as they are now (nothing pickled)
+            self._pool = mp.get_context("fork").Pool(balance.workers, _worker_init, (sim, plan, params, balance))
+        else:
+            self._shadow_here = Shadow(sim, plan, params, balance)
+        self.plans = 0
+        self.cost_sum = 0.0
+        self.kept = self.zero = 0  # plans that kept the shifted plan, that chose no offsets
+        self.offset_sum, self.offset_max = 0.0, 0.0  # rad: mean |offset| at each plan's start
+
+    def candidates(self, now: int) -> list[np.ndarray]:
+        """The plans tried at step `now` (module docstring)."""
+        b = self.balance
+        nominal = shift_plan(self.U, self.plan_start, b.knot, now)
+        noise = self.rng.standard_normal((b.candidates - 2,) + nominal.shape)
+        return [nominal, np.zeros_like(nominal)] + list(b.decay * nominal + b.sigma * noise)
+
+    def costs(self, snap: dict, plans: list[np.ndarray], now: int) -> list[float]:
+        """Eq. (1) summed over the horizon for every plan, from the snapshot."""
+        if self._pool is None:
+            out = []
+            for U in plans:
+                self._shadow_here.load(snap)
+                out.append(self._shadow_here.play(U, now))
+            return out
+        k = -(-len(plans) // self.balance.workers)
+        return sum(self._pool.map(_worker_play, [(snap, plans[j:j + k], now) for j in range(0, len(plans), k)]), [])
+
+    def act(self, sim, state):
+        if sim.steps % self.balance.replan == 0:
+            self.advance_pace(sim)
+            now = sim.steps
+            plans = self.candidates(now)
+            costs = self.costs(snapshot(sim, self), plans, now)
+            best = int(np.argmin(costs))
+            self.U, self.plan_start = plans[best], now
+            self.plans += 1
+            self.cost_sum += float(costs[best])
+            self.kept += best == 0
+            self.zero += best == 1
+            u = np.abs(self.U[0])
+            self.offset_sum += float(u.mean())
+            self.offset_max = max(self.offset_max, float(u.max()))
+        return super().act(sim, state)
+
+    def balance_summary(self) -> dict:
+        """What the take's metadata keeps of the planning."""
+        n, b = max(self.plans, 1), self.balance
+        return dict(plans=self.plans, candidates=b.candidates, horizon_s=round(b.horizon * self.dt, 3),
+                    mean_best_cost=round(self.cost_sum / n, 3),
+                    kept_share=round(self.kept / n, 3), no_offset_share=round(self.zero / n, 3),
+                    offset_deg_mean=round(float(np.degrees(self.offset_sum / n)), 3),
+                    offset_deg_max=round(float(np.degrees(self.offset_max)), 3))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
