@@ -1,6 +1,7 @@
 """Speed of the controllers (for `sinew bench`): the tracking controller on a short fresh walk
 take, split into its preparation (reference, inverse dynamics, moment arms, contacts), its
-muscle-coordination solve, and the muscle step + physics; the stand controller; a policy."""
+muscle-coordination solve, and the muscle step + physics; the stand controller; the balance
+planner; a policy."""
 from __future__ import annotations
 
 import os
@@ -94,6 +95,40 @@ def bench_stand(seconds: float = 2.0, rig_name: str = "human284", clip: str | No
              f"  set-up (balanced pose, linearisation, LQR, demands) {summary['setup_s']:.2f} s",
              f"  controller {controller_us:9.1f} us/step; whole loop {total_us:9.1f} us/step = "
              f"{summary['realtime_factor']}x real time"]
+    return summary, lines
+
+
+def bench_balance(seconds: float = 1.0, rig_name: str = "human284", workers: int = 0):
+    """Speed of the balance planner (engine.control.balance) on the fresh walk without the
+    residual: its rollouts (us a step; steps played a take step) and the whole take's real-time
+    factor, in this process (workers 0: one core) or with worker processes (wall time).
+    Returns (summary dict, lines)."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from . import fatigue as fat
+    from .control.balance import BalanceParams
+    from .control.tracking import TrackingParams
+    from .rig import load_rig
+    from .take import simulate
+
+    rig = load_rig(rig_name)
+    t0 = time.perf_counter()
+    take = simulate(rig, [(str(WALK), float(seconds))], fatigue=fat.FatigueParams(scale=0.0), label="bench balance",
+                    params=TrackingParams(residual=0.0, balance=BalanceParams(workers=int(workers))))
+    controller_us, total_us, setup_s, rtf = _per_step(take, time.perf_counter() - t0)
+    b, t = take.meta["balance"], take.meta["timing"]
+    per_rollout_us = 1e6 * t["controller_s"] / max(b["rollout_steps"], 1) if not workers else None
+    summary = dict(workers=int(workers), step_us=dict(balance_total=round(total_us, 1)), realtime_factor=rtf,
+                   seconds_per_simulated_s=round(total_us * 120e-6, 2),
+                   rollout_steps_per_step=round(b["rollout_steps"] / max(t["steps"], 1), 1),
+                   rollout_step_us=None if per_rollout_us is None else round(per_rollout_us, 1),
+                   fell=take.meta["summary"]["fell"])
+    where = "one core" if not workers else f"{workers} worker processes, wall time"
+    lines = [f"balance planner, fresh walk without the residual, {take.meta['simulated_seconds']:.1f} s ({where}):",
+             f"  {summary['rollout_steps_per_step']} rollout steps played a take step ({b['candidates']} candidates "
+             f"x {b['horizon_s']:g} s every {BalanceParams().replan} steps, cut short once dearer than the best)"
+             + (f", {per_rollout_us:.0f} us each" if per_rollout_us is not None else ""),
+             f"  whole loop {total_us / 1e3:9.1f} ms/step = {summary['seconds_per_simulated_s']} s a simulated second "
+             f"= {rtf}x real time"]
     return summary, lines
 
 

@@ -156,6 +156,11 @@ def cmd_bench(args) -> int:
         lines += more
         summary["stand"], more = bench_stand(seconds=args.tracking, rig_name=args.rig)
         lines += more
+    if args.balance > 0:
+        from .bench_tracking import bench_balance
+
+        summary["balance"], more = bench_balance(seconds=args.balance, rig_name=args.rig)
+        lines += more
     if args.policy:
         from .bench_tracking import bench_policy
 
@@ -250,6 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="physics backends to time (default: both; none for the muscle step only)")
     p.add_argument("--tracking", type=number("--tracking", 0.0), default=2.0,
                    help="simulated seconds of the tracking-controller walk to time (default 2; 0 skips it)")
+    p.add_argument("--balance", type=number("--balance", 0.0), default=0.0, metavar="SECONDS",
+                   help="simulated seconds of the balance planner's residual-free walk to time, on one core "
+                   "(default 0: skipped; ~40 s of computing a simulated second)")
     p.add_argument("--policy", default=None, metavar="P.npz",
                    help="also time a take of this policy (sinew export-policy) on the clip it was trained on")
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")

@@ -5,6 +5,9 @@
 - `StandController` (engine.control.stand): a still reference without the root residual,
   stood on the muscles alone by an LQR about its nearest balanced pose
   (`stand.tracking_controller` picks it or the tracker for a tracking take).
+- `BalancePlanner` (engine.control.balance): the tracker without the residual, steered by
+  predictive sampling over small hip, ankle and spine offsets of its reference (`--balance`;
+  `stand.tracking_controller` picks it when TrackingParams.balance is set).
 - `MotionPlan` (engine.control.plan): clips made cyclic, looped and chained.
 - engine.control.pace: the pace governor, which plays the clips slower as the legs tire.
 - `PolicyController` (engine.control.policy): exported MuscleVAE policies in numpy; their

@@ -52,6 +52,7 @@ class BalanceParams:
     decay: float = 0.9  # the last plan's offsets shrink by this in the noisy candidates
     knees: bool = False  # sample both knees' flexion too (a lower, bent-kneed gait)
     workers: int = 0  # processes playing the candidates (0: this process; the take is the same)
+    rollout_period: int = 1  # physics steps a rollout holds each of its tracker's decisions
     w_height: float = 100.0  # per m^2 of pelvis height error (eq. 1)
     w_tilt: float = 10.0  # per rad^2 of pelvis roll and pitch error
     w_speed: float = 1.0  # per (m/s)^2 of horizontal root velocity error
@@ -60,7 +61,7 @@ class BalanceParams:
     fall_height: float = 0.7  # m: a rollout whose pelvis sinks below this has fallen
 
     def validate(self) -> "BalanceParams":
-        for name in ("candidates", "horizon", "replan", "knot"):
+        for name in ("candidates", "horizon", "replan", "knot", "rollout_period"):
             v = getattr(self, name)
             if not (isinstance(v, (int, np.integer)) and v >= 1):
                 raise ParameterError(f"balance.{name}", f"must be a whole number >= 1, got {v!r}")
@@ -160,6 +161,7 @@ class Shadow:
         self.sim = Simulation(sim.rig, "mujoco", fatigue=sim.muscles.params, dt=sim.dt, joint_damping=p.joint_damping)
         self.ctl = OffsetTracker(self.sim, copy.deepcopy(plan), params, balance)
         self.balance = balance
+        self.steps_played = 0  # rollout steps, for the planner's cost figures
 
     def load(self, snap: dict) -> None:
         """The shadow at the snapshot: every state a rollout reads (MuJoCo's qpos, qvel,
@@ -179,15 +181,21 @@ class Shadow:
         for seg, (phase, place) in zip(ctl.plan.segments, snap["segments"]):
             seg.phase, seg.place = phase, place
 
-    def play(self, U: np.ndarray, start: int) -> float:
-        """Eq. (1) summed over the horizon with the plan (U, start), from the loaded state."""
+    def play(self, U: np.ndarray, start: int, bound: float = np.inf) -> float:
+        """Eq. (1) summed over the horizon with the plan (U, start), from the loaded state; inf
+        as soon as the sum passes `bound` (the cheapest plan found so far: every term is >= 0,
+        so this one cannot win, and the plan chosen is the same as without the bound)."""
         sim, ctl, b = self.sim, self.ctl, self.balance
         ctl.U, ctl.plan_start = U, start
         d = sim.physics.data
         total = 0.0
+        cmd = None
         for t in range(b.horizon):
+            self.steps_played += 1
             try:
-                sim.step(ctl.act(sim, sim.state))
+                if t % b.rollout_period == 0:
+                    cmd = ctl.act(sim, sim.state)
+                sim.step(cmd)
             except (ArithmeticError, ValueError, np.linalg.LinAlgError):  # a solve or step that broke down
                 return total + DIVERGED_COST * (b.horizon - t)
             if not (np.isfinite(d.qvel).all() and np.abs(d.qvel).max() < MAX_SPEED):
@@ -195,7 +203,19 @@ class Shadow:
             total += rollout_cost(sim, ctl)
             if d.qpos[2] < b.fall_height:
                 return total + FALL_COST * (b.horizon - t)
+            if total > bound:
+                return np.inf
         return total
+
+    def play_all(self, snap: dict, plans: list[np.ndarray], start: int) -> tuple[list[float], int]:
+        """play() for each plan from the snapshot, each bounded by the cheapest before it;
+        and the rollout steps that took."""
+        out, best, before = [], np.inf, self.steps_played
+        for U in plans:
+            self.load(snap)
+            out.append(self.play(U, start, best))
+            best = min(best, out[-1])
+        return out, self.steps_played - before
 
 
 def snapshot(sim, ctl: TrackingController) -> dict:
@@ -218,12 +238,7 @@ def _worker_init(sim, plan, params, balance) -> None:
 
 def _worker_play(job) -> list[float]:
     snap, plans, start = job
-    shadow = _WORKER["shadow"]
-    out = []
-    for U in plans:
-        shadow.load(snap)
-        out.append(shadow.play(U, start))
-    return out
+    return _WORKER["shadow"].play_all(snap, plans, start)
 
 
 class BalancePlanner(OffsetTracker):
@@ -245,7 +260,7 @@ class BalancePlanner(OffsetTracker):
             self._pool = mp.get_context("fork").Pool(balance.workers, _worker_init, (sim, plan, params, balance))
         else:
             self._shadow_here = Shadow(sim, plan, params, balance)
-        self.plans = 0
+        self.plans = self.rollout_steps = 0
         self.cost_sum = 0.0
         self.kept = self.zero = 0  # plans that kept the shifted plan, that chose no offsets
         self.offset_sum, self.offset_max = 0.0, 0.0  # rad: mean |offset| at each plan's start
@@ -260,13 +275,12 @@ class BalancePlanner(OffsetTracker):
     def costs(self, snap: dict, plans: list[np.ndarray], now: int) -> list[float]:
         """Eq. (1) summed over the horizon for every plan, from the snapshot."""
         if self._pool is None:
-            out = []
-            for U in plans:
-                self._shadow_here.load(snap)
-                out.append(self._shadow_here.play(U, now))
-            return out
-        k = -(-len(plans) // self.balance.workers)
-        return sum(self._pool.map(_worker_play, [(snap, plans[j:j + k], now) for j in range(0, len(plans), k)]), [])
+            parts = [self._shadow_here.play_all(snap, plans, now)]
+        else:
+            k = -(-len(plans) // self.balance.workers)
+            parts = self._pool.map(_worker_play, [(snap, plans[j:j + k], now) for j in range(0, len(plans), k)])
+        self.rollout_steps += sum(n for _, n in parts)
+        return sum((c for c, _ in parts), [])
 
     def act(self, sim, state):
         if sim.steps % self.balance.replan == 0:
@@ -289,6 +303,7 @@ class BalancePlanner(OffsetTracker):
         """What the take's metadata keeps of the planning."""
         n, b = max(self.plans, 1), self.balance
         return dict(plans=self.plans, candidates=b.candidates, horizon_s=round(b.horizon * self.dt, 3),
+                    rollout_steps=self.rollout_steps,
                     mean_best_cost=round(self.cost_sum / n, 3),
                     kept_share=round(self.kept / n, 3), no_offset_share=round(self.zero / n, 3),
                     offset_deg_mean=round(float(np.degrees(self.offset_sum / n)), 3),

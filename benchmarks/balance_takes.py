@@ -1,0 +1,100 @@
+"""Benchmark: issue 16's residual-free takes under the balance planner (`--balance`).
+
+    python benchmarks/balance_takes.py [--takes fresh,mixamo,push_fwd,...] [--seconds S] [--out FILE.md]
+
+Each take starts at the clip's first frame with no root residual, as `sinew simulate
+--balance` plays it (worker processes: one per core). Reports per take whether it fell
+(when), its mean joint error, its forward speed against the reference's over the last
+quarter, the report's push recovery and gait lines, and the computing time per simulated
+second. Slow: ~20 s a simulated second on the 2-core reference machine, so the full list
+(60 s walk, three pushes, a Mixamo-style copy, the tired walk) takes ~45 minutes; results
+are in docs/research/balance.md (tenth session).
+"""
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+
+from engine.fatigue import FatigueParams  # noqa: E402
+from engine.rig import load_rig  # noqa: E402
+from engine.take import check_balance, simulate  # noqa: E402
+from engine.control.tracking import TrackingParams  # noqa: E402
+
+WALK = REPO.parent / "shared" / "reference" / "mass" / "motion" / "walk.bvh"
+
+# name: (clip maker, seconds, fatigue scale, pushes)
+TAKES = {
+    "fresh": ("walk", 60.0, 1.0, ()),
+    "push_forward": ("walk", 10.0, 1.0, ("4:0,-120,0:0.2",)),
+    "push_backward": ("walk", 10.0, 1.0, ("4:0,120,0:0.2",)),
+    "push_sideways": ("walk", 10.0, 1.0, ("4:120,0,0:0.2",)),
+    "mixamo_30fps_tpose": ("mixamo", 10.0, 1.0, ()),
+    "tired": ("walk", 20.0, 50.0, ()),
+}
+
+
+def clip_path(kind: str, folder: Path) -> Path:
+    if kind == "walk":
+        return WALK
+    from tests.clips import variant_file
+
+    return variant_file(folder, "walk", names="mixamo", fps=30, pose="T", pose_frames=1)
+
+
+def speed(take, quarter=True) -> tuple[float, float]:
+    """Horizontal speed of the pelvis and of the reference over the take's last quarter (m/s)."""
+    t = take.times
+    late = t >= t[-1] - (t[-1] - t[0]) / 4 if quarter else t >= 0
+    span = max(t[late][-1] - t[late][0], 1e-9)
+    go = lambda q: float(np.linalg.norm(q[late][-1, :2] - q[late][0, :2]) / span)
+    return go(take.q), go(take.q_ref)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--takes", default=",".join(TAKES), help="comma-separated, of: " + ", ".join(TAKES))
+    ap.add_argument("--seconds", type=float, default=None, help="override every take's length")
+    ap.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
+    ap.add_argument("--out", default=None, help="also write the table to this markdown file")
+    a = ap.parse_args()
+    from engine import take_report
+
+    rig = load_rig()
+    balance, residual = check_balance("tracking", True, None, a.workers)
+    rows = ["| take | seconds | result | joint error | speed, last quarter (reference) | s a simulated s |",
+            "|---|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in a.takes.split(","):
+            kind, seconds, scale, pushes = TAKES[name]
+            seconds = a.seconds or seconds
+            t0 = time.perf_counter()
+            take = simulate(rig, [(clip_path(kind, Path(tmp)), seconds)], fatigue=FatigueParams(scale=scale),
+                            params=TrackingParams(residual=residual, balance=balance), pushes=pushes,
+                            progress=lambda f: None)
+            wall = time.perf_counter() - t0
+            s = take.meta["summary"]
+            v, vr = speed(take)
+            result = f"fell at {s['stopped_at_s']:.1f} s" if s["fell"] else "walked"
+            cost = wall / max(take.meta["simulated_seconds"], 1e-9)
+            rows.append(f"| {name} | {seconds:g} | {result} | {s['joint_err_deg_mean']:.1f} deg | "
+                        f"{v:.2f} m/s ({vr:.2f}) | {cost:.0f} |")
+            print(rows[-1], flush=True)
+            for line in take_report.extra_lines(take):
+                if line.startswith(("push", "gait")):
+                    print("   ", line, flush=True)
+    print("\n".join(rows))
+    if a.out:
+        Path(a.out).write_text("\n".join(rows) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
