@@ -111,7 +111,7 @@ class SINEW_PG_scene(bpy.types.PropertyGroup):
                          description="Heading mode's target speed (m/s)")
     residual: FloatProperty(name="Residual", default=1.0, min=0.0, soft_max=2.0,
                             description="Root residual strength in body weights (0 = none: a held pose then "
-                                        "stands on its muscles alone; a moving clip falls within seconds yet)")
+                                        "stands on its muscles alone; a moving clip falls within seconds unless Balance is on)")
     balance: BoolProperty(
         name="Balance", default=False,
         description="Plan balance ahead so the character carries itself on its muscles and the ground, with no "

@@ -202,14 +202,19 @@ def describe(g: dict) -> str:
     most, fell = g["most_changed"], g.get("fell_most")
     tail = f"; changed most: {_LABELS[most][0]}" if most else ""
     tail += f"; fell most: {_LABELS[fell][0]}" if fell and fell != most else ""
-    return (f"first {g['early_s'][1] - g['early_s'][0]:g} s -> last {g['late_s'][1] - g['late_s'][0]:g} s: "
+    return (f"first {_span(g['early_s'])} s -> last {_span(g['late_s'])} s: "
             + ", ".join(parts) + tail)
+
+
+def _span(window) -> str:
+    """A window's length in seconds as the report prints it: '5', '7.1' (not 7.06667)."""
+    return f"{round(window[1] - window[0], 1):g}"
 
 
 def markdown(g: dict) -> list[str]:
     """report.md lines: the gait early and late beside M_F by muscle group."""
-    early = f"first {g['early_s'][1] - g['early_s'][0]:g} s"
-    late = f"last {g['late_s'][1] - g['late_s'][0]:g} s"
+    early = f"first {_span(g['early_s'])} s"
+    late = f"last {_span(g['late_s'])} s"
     out = ["", f"Gait, early ({early}) against late ({late}), from the simulated body ({g['steps']} steps found "
            "from foot contacts)" + ("; the take is short, so the windows overlap" if g["overlap"] else "") + ".", "",
            f"| figure | {early} | {late} | change |", "|---|---|---|---|"]

@@ -32,6 +32,15 @@ the 3 s before the push). A calibration pose at the start of a BVH clip (T- or A
 frames that jump or ease into the motion) is skipped and said so; --keep-calibration
 keeps it.
 
+--balance plays the tracking controller with no root residual and plans its balance
+ahead (engine/control/balance.py): every 0.1 s, 16 plans of small offsets to the clip's
+hips, ankles and spine are each played 0.8 s ahead on a copy of the simulation, and the
+cheapest (pelvis height and tilt, speed and joint error against the clip, a fall seen
+coming) is followed. The fresh bundled walk then walks on its muscles and the ground alone;
+it costs ~20 s of computing a simulated second on two cores (--workers N processes, default
+one per core; the take is the same whatever N). The report's "balance" line says how it
+steered.
+
 --controller policy follows the chained clips through the policy's posterior, with the
 muscles alone (no residual: a policy that has not learnt balance falls, and the take
 stops there). --mode generate lets the policy's prior move on its own (its latent noise
@@ -87,7 +96,7 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
                    help="tracking controller's root residual strength: bound on the pelvis 'hand of god' "
                    "force in body weights (and torque in body weight x 1 m); 0 = none (default 1): clips that hold "
                    "still are then stood on the muscles alone by an LQR about their nearest balanced pose, moving "
-                   "clips tracked without help (the walk falls within seconds yet). A policy applies none")
+                   "clips tracked without help (the walk falls after ~3 s: add --balance to plan its balance). A policy applies none")
     p.add_argument("--balance", action="store_true",
                    help="tracking controller: plan balance ahead so the character carries itself on its muscles "
                    "and the ground, with no root residual (predictive sampling over small hip, ankle and spine "

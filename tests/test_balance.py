@@ -140,6 +140,12 @@ def test_balance_options_are_checked(rig):
     with pytest.raises(ParameterError, match="--balance"):
         check_balance("policy", True, None)
     assert check_balance("tracking", True, None)[1] == 0.0 and check_balance("tracking", False, None) == (None, 1.0)
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "engine", "simulate", "--clip", str(MOTION_DIR / "walk.bvh"),
+                        "--workers", "2"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--workers" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 def test_balanced_walk_outlasts_the_tracker_alone(tmp_path):

@@ -52,7 +52,6 @@ class BalanceParams:
     decay: float = 0.9  # the last plan's offsets shrink by this in the noisy candidates
     knees: bool = False  # sample both knees' flexion too (a lower, bent-kneed gait)
     workers: int = 0  # processes playing the candidates (0: this process; the take is the same)
-    rollout_period: int = 1  # physics steps a rollout holds each of its tracker's decisions
     w_height: float = 100.0  # per m^2 of pelvis height error (eq. 1)
     w_tilt: float = 10.0  # per rad^2 of pelvis roll and pitch error
     w_speed: float = 1.0  # per (m/s)^2 of horizontal root velocity error
@@ -61,7 +60,7 @@ class BalanceParams:
     fall_height: float = 0.7  # m: a rollout whose pelvis sinks below this has fallen
 
     def validate(self) -> "BalanceParams":
-        for name in ("candidates", "horizon", "replan", "knot", "rollout_period"):
+        for name in ("candidates", "horizon", "replan", "knot"):
             v = getattr(self, name)
             if not (isinstance(v, (int, np.integer)) and v >= 1):
                 raise ParameterError(f"balance.{name}", f"must be a whole number >= 1, got {v!r}")
@@ -189,13 +188,10 @@ class Shadow:
         ctl.U, ctl.plan_start = U, start
         d = sim.physics.data
         total = 0.0
-        cmd = None
         for t in range(b.horizon):
             self.steps_played += 1
             try:
-                if t % b.rollout_period == 0:
-                    cmd = ctl.act(sim, sim.state)
-                sim.step(cmd)
+                sim.step(ctl.act(sim, sim.state))
             except (ArithmeticError, ValueError, np.linalg.LinAlgError):  # a solve or step that broke down
                 return total + DIVERGED_COST * (b.horizon - t)
             if not (np.isfinite(d.qvel).all() and np.abs(d.qvel).max() < MAX_SPEED):
@@ -236,7 +232,7 @@ def _worker_init(sim, plan, params, balance) -> None:
     _WORKER["shadow"] = Shadow(sim, plan, params, balance)
 
 
-def _worker_play(job) -> list[float]:
+def _worker_play(job) -> tuple[list[float], int]:
     snap, plans, start = job
     return _WORKER["shadow"].play_all(snap, plans, start)
 
