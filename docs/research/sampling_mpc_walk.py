@@ -25,14 +25,12 @@ Measured in docs/research/balance.md ("Ninth session"). Cost: ~37 s of CPU per s
 second with N = 16, H = 96 on the 2-core machine (two workers): a research planner, and an
 expert a learned policy could be taught from.
 """
-import copy
 import os
 import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,26 +106,20 @@ def schedule(U: np.ndarray, start: int):
 
 
 def snapshot(sim, ctl) -> dict:
-    d = sim.physics.data
-    return dict(qpos=d.qpos.copy(), qvel=d.qvel.copy(), warm=d.qacc_warmstart.copy(), time=d.time,
-                fatigue=sim.fatigue.copy(), steps=sim.steps, pace=copy.deepcopy(ctl.pace), paced_to=ctl._paced_to,
-                cwarm=None if ctl._warm is None else ctl._warm.copy(),
-                cactive=None if ctl._active is None else ctl._active.copy())
+    """The product planner's snapshot (engine.control.balance, which this script became)."""
+    from engine.control.balance import snapshot as take_snapshot
+
+    return take_snapshot(sim, ctl)
 
 
 def restore(sim, ctl, snap: dict) -> None:
-    """The shadow at the main simulation's state (checked: the same costs as a copy made with
-    mj_copyData in one process)."""
-    m, d = sim.physics.model, sim.physics.data
-    d.qpos[:], d.qvel[:], d.qacc_warmstart[:], d.time = snap["qpos"], snap["qvel"], snap["warm"], snap["time"]
-    d.xfrc_applied[:] = 0.0
-    mujoco.mj_step1(m, d)  # the backend keeps its data half-stepped
-    sim.fatigue = snap["fatigue"].copy()
-    sim.steps = snap["steps"]
-    sim.state = sim.physics.body_state()
-    ctl._warm = None if snap["cwarm"] is None else snap["cwarm"].copy()
-    ctl._active = None if snap["cactive"] is None else snap["cactive"].copy()
-    ctl.pace, ctl._paced_to = copy.deepcopy(snap["pace"]), snap["paced_to"]  # the pace governor as the main one has it
+    """The shadow at the main simulation's state, as the product planner restores its shadow
+    (checked: the same costs as a copy made with mj_copyData in one process)."""
+    from types import SimpleNamespace
+
+    from engine.control.balance import Shadow
+
+    Shadow.load(SimpleNamespace(sim=sim, ctl=ctl), snap)
 
 
 def step_cost(sim, ctl, u) -> tuple[float, float]:
