@@ -140,6 +140,11 @@ def test_balance_options_are_checked(rig):
     with pytest.raises(ParameterError, match="--balance"):
         check_balance("policy", True, None)
     assert check_balance("tracking", True, None)[1] == 0.0 and check_balance("tracking", False, None) == (None, 1.0)
+    from engine.take import simulate
+
+    with pytest.raises(ParameterError, match="--balance.*--backend mujoco"):
+        simulate(rig, [(MOTION_DIR / "walk.bvh", 0.1)], backend="ode",
+                 params=TrackingParams(residual=0.0, balance=BalanceParams()))
     import subprocess
     import sys
 

@@ -244,7 +244,8 @@ class BalancePlanner(OffsetTracker):
     def __init__(self, sim, plan, params, balance: BalanceParams | None = None, seed: int = 0):
         balance = (balance or BalanceParams()).validate()
         if sim.physics.name != "mujoco":
-            raise ParameterError("balance", f"the balance planner needs the mujoco backend, not {sim.physics.name}")
+            raise ParameterError("--balance", f"plans its rollouts on MuJoCo; the {sim.physics.name} backend cannot be "
+                                 "copied into them: use --backend mujoco")
         super().__init__(sim, plan, params, balance)
         self.dt = sim.dt
         self.rng = np.random.default_rng(seed)
