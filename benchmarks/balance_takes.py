@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 from engine.fatigue import FatigueParams  # noqa: E402
 from engine.rig import load_rig  # noqa: E402
 from engine.take import check_balance, simulate  # noqa: E402
+from engine.control.balance import default_workers  # noqa: E402
 from engine.control.tracking import TrackingParams  # noqa: E402
 
 WALK = REPO.parent / "shared" / "reference" / "mass" / "motion" / "walk.bvh"
@@ -62,7 +63,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--takes", default=",".join(TAKES), help="comma-separated, of: " + ", ".join(TAKES))
     ap.add_argument("--seconds", type=float, default=None, help="override every take's length")
-    ap.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
+    ap.add_argument("--workers", type=int, default=default_workers())
     ap.add_argument("--out", default=None, help="also write the table to this markdown file")
     a = ap.parse_args()
     from engine import take_report

@@ -479,9 +479,7 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
     from .engine.control.goals import check_policy_options, goals_from_specs
     from .engine.control.tracking import TrackingParams
     from .engine.push import check_pushes, parse_pushes
-    from .engine.take import check_fps
-
-    from .engine.take import check_balance
+    from .engine.take import check_balance, check_fps
 
     planner = None
     if balance:  # the panel's residual field is then out of play

@@ -125,7 +125,7 @@ def bench_balance(seconds: float = 1.0, rig_name: str = "human284", workers: int
     where = "one core" if not workers else f"{workers} worker processes, wall time"
     lines = [f"balance planner, fresh walk without the residual, {take.meta['simulated_seconds']:.1f} s ({where}):",
              f"  {summary['rollout_steps_per_step']} rollout steps played a take step ({b['candidates']} candidates "
-             f"x {b['horizon_s']:g} s every {BalanceParams().replan} steps, cut short once dearer than the best)"
+             f"x {b['horizon_s']:g} s every {take.meta['tracking']['balance']['replan']} steps, cut short once dearer than the best)"
              + (f", {per_rollout_us:.0f} us each" if per_rollout_us is not None else ""),
              f"  whole loop {total_us / 1e3:9.1f} ms/step = {summary['seconds_per_simulated_s']} s a simulated second "
              f"= {rtf}x real time"]

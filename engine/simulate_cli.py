@@ -163,7 +163,9 @@ def _simulate(args, stop) -> int:
     fatigue = fat.FatigueParams(scale=args.fatigue_scale).validate(1 / 120)
     if args.workers is not None and not args.balance:
         raise ParameterError("--workers", "sets the processes of --balance's planner; add --balance or leave it out")
-    workers = _default_workers() if args.workers is None else int(args.workers)
+    from .control.balance import default_workers
+
+    workers = default_workers() if args.workers is None else int(args.workers)
     balance, residual = check_balance(args.controller, args.balance, args.residual, workers)
     pace = check_pace(args.controller, args.pace)
     out = check_out_dir(args.out)
@@ -212,16 +214,6 @@ def _simulate(args, stop) -> int:
         print(take_stopped_line("simulate", stop, take.meta, "writing", take.num_frames, kept), file=sys.stderr)
         return stop.exit_code
     return 0
-
-
-def _default_workers() -> int:
-    """One planner process per CPU core this process may use."""
-    import os
-
-    try:
-        return max(len(os.sched_getaffinity(0)), 1)
-    except AttributeError:  # not on Linux
-        return max(os.cpu_count() or 1, 1)
 
 
 def write_outputs(take, rig, out: Path, plots: bool = True) -> list[Path]:

@@ -83,6 +83,16 @@ class BalanceParams:
         return -(-(self.horizon + self.replan) // self.knot) + 1
 
 
+def default_workers() -> int:
+    """Planner processes for a command-line take: one per CPU core this process may use."""
+    import os
+
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # not on Linux
+        return max(os.cpu_count() or 1, 1)
+
+
 def offset_dofs(rig, knees: bool = False) -> np.ndarray:
     """The DOFs the planner offsets: each joint's first DOF + axis (0: its local x, pitch;
     1: its local y, roll; the rig's joint frames are world-aligned at rest, x the character's
@@ -125,15 +135,13 @@ class OffsetTracker(TrackingController):
     def offsets(self, step: int) -> np.ndarray:
         return offsets_at(self.U, self.plan_start, self.balance.knot, step)
 
-    def wanted_acceleration(self, q, qd, step):
-        q_ref, v_ref, a_ref = self.reference(step)
+    def steer(self, q_ref, step):
         u = self.offsets(step)
-        if np.any(u):
-            dv = np.zeros(len(v_ref))
-            dv[self.dofs] = u
-            q_ref = self.plan.space.add(q_ref, dv)
-        p = self.params
-        return a_ref + p.kp * self.plan.space.diff(q, q_ref) + p.kd * (v_ref - qd), q_ref
+        if not np.any(u):
+            return q_ref
+        dv = np.zeros(self.rig.num_dofs)
+        dv[self.dofs] = u
+        return self.plan.space.add(q_ref, dv)
 
 
 def rollout_cost(sim, ctl: OffsetTracker) -> float:

@@ -188,8 +188,14 @@ class TrackingController:
                 self.plan.rebase(i, self.pace.prev_lag)
             self._paced_to += 1
 
+    def steer(self, q_ref, step):
+        """The reference pose the decision at `step` aims for: the reference itself here; the
+        balance planner (engine.control.balance) offsets it."""
+        return q_ref
+
     def wanted_acceleration(self, q, qd, step):
         q_ref, v_ref, a_ref = self.reference(step)
+        q_ref = self.steer(q_ref, step)
         err = self.plan.space.diff(q, q_ref)
         p = self.params
         return a_ref + p.kp * err + p.kd * (v_ref - qd), q_ref
