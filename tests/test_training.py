@@ -96,9 +96,17 @@ def test_resume_continues_identically(tmp_path):
     b2.train(3)
     ra, rb = _rows(tmp_path / "a"), _rows(tmp_path / "b")
     assert [r["iteration"] for r in rb] == [1, 2, 3]
+    # The learning figures must match bit for bit; the rollouts' tracking error is a float64
+    # sum over simulated steps whose BLAS kernels may round the last bit differently from one
+    # run to the next (seen once in CI: 2e-13 apart between the two fresh runs, before any
+    # resume), so it is compared to 1e-9: a resume that replayed anything differently would
+    # move it by far more.
     for x, y in zip(ra, rb):
         for k in keys:
-            assert x[k] == y[k] or (np.isnan(x[k]) and np.isnan(y[k])), (x["iteration"], k, x[k], y[k])
+            if k == "train_track_err_cm":
+                assert np.isclose(x[k], y[k], rtol=1e-9, atol=0), (x["iteration"], k, x[k], y[k])
+            else:
+                assert x[k] == y[k] or (np.isnan(x[k]) and np.isnan(y[k])), (x["iteration"], k, x[k], y[k])
 
 
 def test_checkpoint_refuses_other_files(tmp_path):
