@@ -37,7 +37,7 @@ ahead (engine/control/balance.py): every 0.1 s, 16 plans of small offsets to the
 hips, ankles and spine are each played 0.8 s ahead on a copy of the simulation, and the
 cheapest (pelvis height and tilt, speed and joint error against the clip, a fall seen
 coming) is followed. The fresh bundled walk then walks on its muscles and the ground alone;
-it costs ~20 s of computing a simulated second on two cores (--workers N processes, default
+it costs ~17-20 s of computing a simulated second on two cores (--workers N processes, default
 one per core; the take is the same whatever N). The report's "balance" line says how it
 steered.
 

@@ -118,12 +118,33 @@ def test_balance_planner_is_the_same_in_workers_and_in_process(rig):
     from engine.take import simulate
 
     takes = [simulate(rig, [(MOTION_DIR / "walk.bvh", 0.3)], seed=3, fps=120, progress=lambda f: None,
-                      params=TrackingParams(residual=0.0, balance=BalanceParams(candidates=4, horizon=24, workers=w)))
-             for w in (0, 2)]
+                      params=TrackingParams(residual=0.0, balance=BalanceParams(candidates=5, horizon=24, workers=w)))
+             for w in (0, 2)]  # 5 candidates: dealt 3 and 2 to the workers
     assert np.array_equal(takes[0].activation, takes[1].activation) and np.array_equal(takes[0].q, takes[1].q)
     b = takes[0].meta["balance"]
-    assert b["plans"] == 3 and takes[0].meta["tracking"]["balance"]["candidates"] == 4
+    assert b["plans"] == 3 and takes[0].meta["tracking"]["balance"]["candidates"] == 5
+    assert b["mean_best_cost"] == takes[1].meta["balance"]["mean_best_cost"]
     assert b["offset_deg_max"] > 0  # it steered
+
+
+def test_candidates_spread_their_noise_from_sigma_min_to_sigma(rig):
+    """The candidates: the last plan shifted, no offsets, then the shifted plan x decay plus
+    Gaussian noise whose scale runs evenly from sigma_min to sigma over them."""
+    from engine.control.balance import BalanceParams, BalancePlanner
+
+    sim, plan = _walk_sim(rig, 1.0)
+    b = BalanceParams(candidates=42, sigma_min=0.02, sigma=0.12)
+    ctl = BalancePlanner(sim, plan, TrackingParams(residual=0.0, balance=b), b, seed=1)
+    ctl.U = np.full_like(ctl.U, 0.2)
+    plans = np.array(ctl.candidates(0))
+    assert np.array_equal(plans[0], ctl.U) and not plans[1].any()
+    noise = plans[2:] - b.decay * ctl.U
+    spread = noise.reshape(len(noise), -1).std(axis=1)
+    want = np.linspace(0.02, 0.12, 40)
+    assert np.all(np.abs(spread / want - 1) < 0.35)  # 100 draws each (10 knots x 10 DOFs): ~7 % sampling error
+    slope = np.polyfit(want, spread, 1)[0]
+    assert 0.85 < slope < 1.15
+    ctl.close()
 
 
 def test_balance_options_are_checked(rig):
@@ -135,6 +156,8 @@ def test_balance_options_are_checked(rig):
         TrackingParams(residual=1.0, balance=BalanceParams()).validate()
     with pytest.raises(ParameterError, match="balance.candidates"):
         TrackingParams(residual=0.0, balance=BalanceParams(candidates=1)).validate()
+    with pytest.raises(ParameterError, match="balance.sigma_min"):
+        TrackingParams(residual=0.0, balance=BalanceParams(sigma_min=0.2, sigma=0.1)).validate()
     with pytest.raises(ParameterError, match="--residual"):
         check_balance("tracking", True, 0.5)
     with pytest.raises(ParameterError, match="--balance"):

@@ -12,7 +12,8 @@ Every `replan` steps, `candidates` offset plans are played `horizon` steps ahead
 of the simulation (the same MuJoCo model, muscles, 3CC-r state, pace and solver warm start;
 in this process, or spread over `workers` forked processes), each under the same tracker,
 and the cheapest is followed until the next plan. The candidates: the last plan shifted to
-now, no offsets, and the rest the shifted plan x `decay` plus Gaussian noise (`sigma` rad)
+now, no offsets, and the rest the shifted plan x `decay` plus Gaussian noise (from
+`sigma_min` to `sigma` rad over the candidates)
 from the take's seed. A rollout's cost sums over its steps (eq. numbers: this module)
 
     c = w_height (z - z_ref)^2 + w_tilt |pelvis roll, pitch error|^2 + w_speed |v_xy - v_ref,xy|^2
@@ -32,7 +33,7 @@ import mujoco
 import numpy as np
 
 from ..errors import ParameterError
-from ..transforms import matrix_to_axis_angle, quat_to_matrix
+from ..transforms import quat_conjugate, quat_multiply, quat_to_axis_angle
 from .tracking import TrackingController
 
 FALL_COST = 1e3  # per step left in a rollout once it falls (eq. 1)
@@ -48,10 +49,13 @@ class BalanceParams:
     horizon: int = 96  # physics steps each is played ahead (0.8 s; 0.5 s fell)
     replan: int = 12  # physics steps between plans (0.1 s)
     knot: int = 12  # physics steps between an offset plan's knots
-    # rad: the noise a candidate adds at each knot. 0.1, not the research 0.05: with 0.05 a 120 N,
-    # 0.2 s push at the pelvis toppled the walk forward, backward and sideways; with 0.1 all three
-    # walked on, back within 3 s, and the fresh walk kept its joint error (5.6 deg over 10 s)
+    # rad: the noise a candidate adds at each knot, spread evenly over the noisy candidates
+    # from sigma_min to sigma. Wide noise gives a shove the authority it needs (with 0.05 alone a
+    # 120 N, 0.2 s push at the pelvis toppled the walk forward, backward and sideways; with 0.1
+    # all three walked on), narrow noise tracks closer (the fresh walk's minute: 5.6 deg with
+    # 0.05 alone, 6.2 with 0.1 alone)
     sigma: float = 0.1
+    sigma_min: float = 0.05
     decay: float = 0.9  # the last plan's offsets shrink by this in the noisy candidates
     knees: bool = False  # sample both knees' flexion too (a lower, bent-kneed gait)
     workers: int = 0  # processes playing the candidates (0: this process; the take is the same)
@@ -71,10 +75,13 @@ class BalanceParams:
             raise ParameterError("balance.candidates", f"must be at least 2 (the last plan and no offsets), got {self.candidates}")
         if not (isinstance(self.workers, (int, np.integer)) and self.workers >= 0):
             raise ParameterError("balance.workers", f"must be a whole number >= 0, got {self.workers!r}")
-        for name in ("sigma", "decay", "w_height", "w_tilt", "w_speed", "w_joint", "w_offset", "fall_height"):
+        for name in ("sigma", "sigma_min", "decay", "w_height", "w_tilt", "w_speed", "w_joint", "w_offset", "fall_height"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
                 raise ParameterError(f"balance.{name}", f"must be a finite number >= 0, got {v!r}")
+        if self.sigma_min > self.sigma:
+            raise ParameterError("balance.sigma_min", f"{self.sigma_min:g} is above sigma ({self.sigma:g}): the noise "
+                                 "runs from sigma_min up to sigma over the candidates")
         return self
 
     @property
@@ -152,7 +159,7 @@ def rollout_cost(sim, ctl: OffsetTracker) -> float:
     b = ctl.balance
     q, qd = sim.physics.get_q()
     q_ref, v_ref, _ = ctl.reference(sim.steps)
-    tilt = matrix_to_axis_angle(quat_to_matrix(q_ref[3:7]) @ quat_to_matrix(q[3:7]).T)[:2]
+    tilt = quat_to_axis_angle(quat_multiply(q_ref[3:7], quat_conjugate(q[3:7])))[:2]  # world-frame pelvis error
     u = ctl.offsets(sim.steps)
     dv = qd[:2] - v_ref[:2]
     err = joint_errors_deg(sim.rig, ctl.plan.space.diff(q, q_ref)) / 10.0
@@ -278,7 +285,8 @@ class BalancePlanner(OffsetTracker):
         b = self.balance
         nominal = shift_plan(self.U, self.plan_start, b.knot, now)
         noise = self.rng.standard_normal((b.candidates - 2,) + nominal.shape)
-        return [nominal, np.zeros_like(nominal)] + list(b.decay * nominal + b.sigma * noise)
+        scale = np.linspace(b.sigma_min, b.sigma, b.candidates - 2)[:, None, None]
+        return [nominal, np.zeros_like(nominal)] + list(b.decay * nominal + scale * noise)
 
     def costs(self, snap: dict, plans: list[np.ndarray], now: int) -> list[float]:
         """Eq. (1) summed over the horizon for every plan, from the snapshot."""

@@ -72,6 +72,7 @@ class MomentArms:
         self._seg3 = np.tile(seg, 3)
         self._val3 = np.tile(val, 3)
         self._comp3 = np.repeat(np.arange(3), len(seg))
+        self._P = None  # P's CSR matrix, made on the first call (scipy's constructor costs ~0.2 ms)
 
     def body_jacobians(self, joint_rot, joint_pos, body_pos):
         """Angular and linear velocity of every body's centre per unit velocity of each DOF:
@@ -99,8 +100,11 @@ class MomentArms:
         Y[:, 3] = v.transpose(1, 2, 0)
         Y = Y.reshape(4 * B, 3, nv).transpose(1, 0, 2).reshape(3 * 4 * B, nv)  # [Y_x; Y_y; Y_z]
         data = np.bincount(self._slot3, weights=self._val3 * u[self._comp3, self._seg3], minlength=3 * self._nnz)
-        P = csr_matrix((data[self._order], self._indices, self._indptr), shape=self._shape)
-        return P @ Y
+        if self._P is None:  # the sparsity pattern never changes: build it once, refill its values
+            self._P = csr_matrix((data[self._order], self._indices, self._indptr), shape=self._shape)
+        else:
+            self._P.data[:] = data[self._order]
+        return self._P @ Y
 
 
 @dataclass
