@@ -291,13 +291,12 @@ class BalancePlanner(OffsetTracker):
     def costs(self, snap: dict, plans: list[np.ndarray], now: int) -> list[float]:
         """Eq. (1) summed over the horizon for every plan, from the snapshot."""
         if self._pool is None:
-            costs, n = self._shadow_here.play_all(snap, plans, now)
-            self.rollout_steps += n
-            return costs
-        # dealt round-robin, so each worker starts with one of the likely cheap plans (the
-        # last plan, no offsets) and its bound cuts its noisy ones short sooner
-        w = min(self.balance.workers, len(plans))
-        parts = self._pool.map(_worker_play, [(snap, plans[j::w], now) for j in range(w)])
+            w, parts = 1, [self._shadow_here.play_all(snap, plans, now)]
+        else:
+            # dealt round-robin, so each worker starts with one of the likely cheap plans (the
+            # last plan, no offsets) and its bound cuts its noisy ones short sooner
+            w = min(self.balance.workers, len(plans))
+            parts = self._pool.map(_worker_play, [(snap, plans[j::w], now) for j in range(w)])
         self.rollout_steps += sum(n for _, n in parts)
         costs = [0.0] * len(plans)
         for j, (c, _) in enumerate(parts):
