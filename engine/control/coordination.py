@@ -227,10 +227,11 @@ def dual_newton(G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200, inf
 
     def primal(lam):
         y = (pull + G.T @ lam) / reg
-        return y, np.clip(y, lo, hi)
+        return y, np.minimum(np.maximum(y, lo), hi)  # np.clip's values without its wrappers
 
-    def state(y):  # -1 / 0 / +1: clipped low, free, clipped high
-        return np.where(y <= lo, -1, np.where(y >= hi, 1, 0))
+    def state(y):  # -1 / 0 / +1: clipped low, free, clipped high (low wins where lo = hi)
+        low = y <= lo
+        return (y >= hi).view(np.int8) * ~low - low.view(np.int8)
 
     y, x = primal(lam)
     r = G @ x - rhs
@@ -270,23 +271,23 @@ def _exact_step(lam, d, y, G, rhs, reg, lo, hi) -> float:
     w = G.T @ d
     b = w / reg
     moving = b != 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ta, tb = (lo - y) / b, (hi - y) / b
-    t_in = np.where(moving, np.minimum(ta, tb), np.inf)
-    t_out = np.where(moving, np.maximum(ta, tb), np.inf)
+    ta = np.divide(lo - y, b, out=np.full_like(b, np.inf), where=moving)  # inf where x_i does not move
+    tb = np.divide(hi - y, b, out=np.full_like(b, np.inf), where=moving)
+    t_in, t_out = np.minimum(ta, tb), np.maximum(ta, tb)
     slope_i = w * b  # >= 0: x_i's contribution to c's slope while it is inside its box
-    x0 = np.clip(y, lo, hi)
+    x0 = np.minimum(np.maximum(y, lo), hi)
     c0 = d @ lam + w @ x0 - d @ rhs
-    slope0 = d @ d + slope_i[(t_in <= 0) & (t_out > 0)].sum()
-    ev_t = np.concatenate((t_in[t_in > 0], t_out[t_out > 0]))
-    ev_ds = np.concatenate((slope_i[t_in > 0], -slope_i[t_out > 0]))
-    keep = np.isfinite(ev_t)
-    ev_t, ev_ds = ev_t[keep], ev_ds[keep]
+    enter, leave = t_in > 0, t_out > 0
+    slope0 = d @ d + slope_i[~enter & leave].sum()
+    enter &= t_in < np.inf
+    leave &= t_out < np.inf
+    ev_t = np.concatenate((t_in[enter], t_out[leave]))
+    ev_ds = np.concatenate((slope_i[enter], -slope_i[leave]))
     order = np.argsort(ev_t)
     ev_t, ev_ds = ev_t[order], ev_ds[order]
-    knots = np.concatenate(([0.0], ev_t))
-    slopes = slope0 + np.concatenate(([0.0], np.cumsum(ev_ds)))  # slope on [knots[k], knots[k+1])
-    c_at = c0 + np.concatenate(([0.0], np.cumsum(slopes[:-1] * np.diff(knots))))  # c at each knot
+    knots = np.concatenate(((0.0,), ev_t))
+    slopes = slope0 + np.concatenate(((0.0,), np.cumsum(ev_ds)))  # slope on [knots[k], knots[k+1])
+    c_at = c0 + np.concatenate(((0.0,), np.cumsum(slopes[:-1] * (knots[1:] - knots[:-1]))))  # c at each knot
     k = int(np.searchsorted(c_at, 0.0, side="right")) - 1  # last knot with c <= 0
     if k < 0:
         return 0.0

@@ -41,6 +41,7 @@ from ..errors import ParameterError
 from ..physics.mujoco_backend import full_mass_matrix
 from ..simulation import MuscleCommand
 from ..rig import GROUPS
+from ..transforms import cross
 from .coordination import CoordinationWeights, MomentArms, coordinate
 from .pace import Pace
 from .plan import MotionPlan
@@ -216,7 +217,7 @@ class TrackingController:
         if not len(pts):
             return np.zeros((0, self.rig.num_dofs))
         r = pts - state.pos[owner]
-        Jp = v[:, owner, :] + np.cross(w[:, owner, :], r[None])  # (nv, P, 3) corner velocity per DOF
+        Jp = v[:, owner, :] + cross(w[:, owner, :], r[None])  # (nv, P, 3) corner velocity per DOF
         return np.einsum("npi,ei->pen", Jp, self._edges).reshape(-1, Jp.shape[0])
 
     def dynamics(self, q, qd):
