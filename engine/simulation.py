@@ -124,6 +124,18 @@ class Simulation:
         self.physics.set_body_state(s)
         self.state = self.physics.body_state()
 
+    def start_at(self, q, qdot) -> np.ndarray:
+        """Put the character at (q, qdot), lifted to 1 mm above the floor where the pose dips
+        below it (a reference's feet dip a few mm); returns the q it was put at."""
+        self.physics.set_q(q, qdot)
+        low = self.physics.lowest_point()
+        if low < 0:
+            q = np.array(q, dtype=float)
+            q[2] += 0.001 - low
+            self.physics.set_q(q, qdot)
+        self.state = self.physics.body_state()
+        return q
+
     @property
     def time(self) -> float:
         return self.steps * self.dt

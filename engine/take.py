@@ -303,13 +303,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         gains = PDGains.for_rig(rig, policy.meta["stiffness"], policy.meta["damping"])
     sim = Simulation(rig, backend, fatigue=fatigue, gains=gains)
     q0, v0, _ = plan.sample(0)
-    sim.physics.set_q(q0, v0)
-    low = sim.physics.lowest_point()
-    if low < 0:  # the reference's feet dip below the floor by a few mm: start just above
-        q0 = q0.copy()
-        q0[2] += 0.001 - low
-        sim.physics.set_q(q0, v0)
-    sim.state = sim.physics.body_state()
+    q0 = sim.start_at(q0, v0)
     schedule = PushSchedule(rig, pushes, sim.dt)
     if controller == "policy":  # the posterior follows the plan: every clip of the chain, cross-fades included
         from .control.policy import PlanTrack, facing_angle

@@ -126,3 +126,24 @@ def test_bad_input_is_refused(rig):
         sim.run(Fixed(np.zeros(rig.num_muscles)), float("nan"))
     with pytest.raises(ParameterError, match="max_speed"):
         Simulation(rig, "mujoco", max_speed=-1)
+
+
+@pytest.mark.parametrize("backend", ["mujoco", "ode"])
+def test_start_at_lifts_a_pose_that_dips_below_the_floor(rig, backend):
+    """Simulation.start_at: a pose whose lowest box corner is 2 cm under the floor starts 1 mm
+    above it (only the root's height changes); one 5 cm above starts where it is."""
+    if backend == "ode":
+        pytest.importorskip("ode")
+    sim = Simulation(rig, backend)
+    q, qd = sim.physics.get_q()
+    sim.physics.set_q(q, qd)
+    low = sim.physics.lowest_point()
+    sunk = q.copy()
+    sunk[2] -= low + 0.02
+    put = sim.start_at(sunk, qd)
+    assert sim.physics.lowest_point() == pytest.approx(0.001, abs=1e-9)
+    assert put[2] == pytest.approx(sunk[2] + 0.021, abs=1e-9) and np.array_equal(put[3:], sunk[3:])
+    assert np.allclose(sim.state.pos, sim.physics.body_state().pos)
+    high = q.copy()
+    high[2] += 0.05 - low
+    assert sim.start_at(high, qd) is high and sim.physics.lowest_point() == pytest.approx(0.05, abs=1e-9)

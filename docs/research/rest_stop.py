@@ -147,13 +147,7 @@ def main(argv=None) -> int:
     sim = Simulation(rig, "mujoco", fatigue=FatigueParams(scale=a.fatigue_scale))
     params = TrackingParams(residual=0.0, pace=0.0, balance=BalanceParams(workers=2))
     q0, v0, _ = bouts.walk.sample(0)
-    sim.physics.set_q(q0, v0)
-    low = sim.physics.lowest_point()
-    if low < 0:
-        q0 = q0.copy()
-        q0[2] += 0.001 - low
-        sim.physics.set_q(q0, v0)
-    sim.state = sim.physics.body_state()
+    q0 = sim.start_at(q0, v0)
     ref, halt, halt_step = bouts.bout(0, 0.0, q0, n + 10, a.walk, accelerate=False)
     plan = MotionPlan(rig, [(ref, n / 120.0 + 0.05, "bout")])
     ctrl, mode, log, fell, t0 = BalancePlanner(sim, plan, params, params.balance, 0), "walk", [], None, time.time()

@@ -85,13 +85,7 @@ def make(seconds: float, clip):
     ref, name = load_clip(RIG, clip)
     plan = MotionPlan(RIG, [(ref, seconds + 1.0, name)])
     q0, v0, _ = plan.sample(0)
-    sim.physics.set_q(q0, v0)
-    low = sim.physics.lowest_point()
-    if low < 0:
-        q0 = q0.copy()
-        q0[2] += 0.001 - low
-        sim.physics.set_q(q0, v0)
-    sim.state = sim.physics.body_state()
+    q0 = sim.start_at(q0, v0)
     return sim, Offset(sim, plan, TrackingParams(residual=0.0)), plan
 
 
