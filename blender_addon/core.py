@@ -388,11 +388,12 @@ def heading_note(take) -> str:
 def push_note(take) -> str:
     """How the character came through each push (engine.push), e.g. 'push at 2 s: back
     after 0.8 s', or ''."""
+    from .engine.push import came_back
+
     rows = take.meta.get("summary", {}).get("pushes") or []
     parts = []
     for r in rows:
-        how = ("not reached" if not r["reached"] else "fell" if r["fell"] else "not back in the take"
-               if r["recovered_after_s"] is None else f"back after {r['recovered_after_s']:.1f} s")
+        how = "not reached" if not r["reached"] else "fell" if r["fell"] else came_back(r, digits=1)
         parts.append(f"push at {r['time']:g} s: {how}")
     return "; ".join(parts)
 

@@ -181,6 +181,18 @@ def recoveries(take) -> list[dict]:
     return [recovery(take, _as_push(p)) for p in take.meta.get("pushes") or []]
 
 
+def came_back(r: dict, digits: int = 2) -> str:
+    """When the gait came back after a push (recovery()'s recovered_after_s), in words. At 0 s
+    the error's SMOOTH_S averages never left BACK_DEG of the baseline, which "back after 0 s"
+    beside a peak of several degrees would hide: the peak was a moment's."""
+    after = r["recovered_after_s"]
+    if after is None:
+        return "not back within the take"
+    if after == 0:
+        return f"its gait never off by more than {BACK_DEG:g} deg in {SMOOTH_S:g} s averages"
+    return f"back after {after:.{digits}f} s"
+
+
 def describe(r: dict) -> str:
     """One line on a push's recovery for the command line."""
     f = ",".join(f"{x:g}" for x in r["force"])
@@ -189,7 +201,7 @@ def describe(r: dict) -> str:
         return f"{head}: not reached (the take stopped before)"
     if r["fell"]:
         return f"{head}: FELL (peak joint error {r['peak_err_deg']:.1f} deg)"
-    back = "not back within the take" if r["recovered_after_s"] is None else f"back after {r['recovered_after_s']:.2f} s"
+    back = came_back(r)
     pelvis = "" if r["peak_pelvis_cm"] is None else f", pelvis pushed {r['peak_pelvis_cm']:.1f} cm off its path"
     base = "" if r["baseline_err_deg"] is None else f" (before: {r['baseline_err_deg']:.1f} deg)"
     return f"{head}: peak joint error {r['peak_err_deg']:.1f} deg{base}{pelvis}, {back}"

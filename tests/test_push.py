@@ -10,7 +10,7 @@ import pytest
 
 from engine import fatigue as fat
 from engine.errors import ParameterError
-from engine.push import BACK_DEG, Push, check_pushes, parse_push, recovery
+from engine.push import BACK_DEG, Push, came_back, check_pushes, describe, parse_push, recovery
 
 from .conftest import MOTION_DIR
 
@@ -186,3 +186,17 @@ def test_sinew_bake_passes_pushes_pace_and_keep_calibration_to_the_batch_script(
     assert tail.count("--push") == 2 and "0.5:0,-120,0:0.2" in tail and "1:10,0,0:0.1:Torso" in tail
     assert "--keep-calibration" in tail
     assert tail[tail.index("--pace") + 1] == "0.5"
+
+
+def test_a_moments_peak_reads_as_never_off_the_gait():
+    """A 14 deg spike only while the push acts (0.2 s) leaves the half-second averages from
+    its end on at the baseline: recovered_after_s is 0, which the line says in words rather
+    than 'back after 0.00 s' beside the peak; a slower recovery keeps its seconds."""
+    t = np.arange(0, 12 + 1e-9, 1 / 30)
+    spike = np.where((t >= 5.0) & (t < 5.2), 14.0, 4.0)
+    r = recovery(_fake_take(t, spike), Push(5.0, (120.0, 0, 0), 0.2))
+    assert r["recovered_after_s"] == 0 and r["peak_err_deg"] == pytest.approx(14.0)
+    line = describe(r)
+    assert f"never off by more than {BACK_DEG:g} deg" in line and "back after" not in line
+    assert came_back(dict(r, recovered_after_s=1.35)) == "back after 1.35 s"
+    assert came_back(dict(r, recovered_after_s=None)) == "not back within the take"
