@@ -126,7 +126,8 @@ class Simulation:
 
     def start_at(self, q, qdot) -> np.ndarray:
         """Put the character at (q, qdot), lifted to 1 mm above the floor where the pose dips
-        below it (a reference's feet dip a few mm); returns the q it was put at."""
+        below it (a reference's feet dip a few mm); returns the q it was put at. Unlike
+        place_on_ground, a pose clear of the floor stays where it is (a clip may start in the air)."""
         self.physics.set_q(q, qdot)
         low = self.physics.lowest_point()
         if low < 0:

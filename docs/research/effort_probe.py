@@ -26,7 +26,7 @@ from engine.control.coordination import CoordinationWeights  # noqa: E402
 from engine.control.tracking import TrackingParams  # noqa: E402
 from engine.fatigue import FatigueParams, endurance_limit  # noqa: E402
 from engine.rig import GROUPS, load_rig  # noqa: E402
-from engine.take import simulate, summarize  # noqa: E402
+from engine.take import simulate  # noqa: E402
 
 WALK = REPO.parent / "shared" / "reference" / "mass" / "motion" / "walk.bvh"
 
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     fatigue = FatigueParams(scale=a.fatigue_scale)
     take = simulate(rig, [(a.clip, a.seconds)], fatigue=fatigue, params=params, progress=lambda f: None)
     eff, m, legs = legs_effort(take, rig)
-    s = summarize(take, rig)
+    s = take.meta["summary"]
     print(f"{Path(a.clip).name}, {s['seconds']:.1f} s, activation weight {a.activation_weight:g}: joint error "
           f"{s['joint_err_deg_mean']:.2f} deg, residual {s['residual_mean_N']:.0f} N on average"
           + (f"; fell at {s['stopped_at_s']:.2f} s" if s["fell"] else ""))
