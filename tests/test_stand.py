@@ -207,3 +207,40 @@ def test_clip_at_seconds_holds_that_pose(rig):
     assert take.meta["stand"]["mode"] == "stand" and take.meta["clips"][0]["name"] == "walk.bvh@0.5"
     with pytest.raises(ParameterError, match="walk.bvh: a pose at 5 s is outside the clip"):
         load_clip(rig, f"{MOTION_DIR / 'walk.bvh'}@5")
+
+
+def test_take_over_designs_where_the_body_is(rig):
+    """StandController.take_over (a body handed over by another controller) designs about the
+    balanced pose nearest its target and moves neither the body nor its muscles. Handed the
+    state start() left (a balanced pose), it finds a pose within 3 deg of it (the search is a
+    least-squares fit, not exact to the last degree); the muscles' generalised forces and the
+    solve's row weights it designs with, from a MuJoCo data of its own, are those a
+    simulation put at that pose gives; and its closed loop is stable."""
+    from engine.control.plan import MotionPlan, load_clip
+    from engine.simulation import Simulation
+
+    from .conftest import MOTION_DIR
+
+    plan = MotionPlan(rig, [(load_clip(rig, f"{MOTION_DIR / 'walk.bvh'}@0.5")[0], 1.0, "b")])
+    params = TrackingParams(residual=0.0)
+    sim = Simulation(rig, "mujoco")
+    started = stand.StandController(sim, plan, params)
+    started.start(sim)
+    q, qd = sim.physics.get_q()
+    MA = sim.fatigue.MA.copy()
+    other = stand.StandController(sim, plan, params)
+    assert other.take_over(sim, started.q0) < 0.5
+    q2, qd2 = sim.physics.get_q()
+    np.testing.assert_array_equal(q2, q)
+    np.testing.assert_array_equal(qd2, qd)
+    np.testing.assert_array_equal(sim.fatigue.MA, MA)
+    assert np.abs(plan.space.diff(started.q0, other.q0)).max() < np.radians(3.0)
+    there = Simulation(rig, "mujoco")
+    there.physics.set_q(other.q0, np.zeros(len(qd)))
+    there.state = there.physics.body_state()
+    witness = stand.StandController(there, plan, params)
+    G, g_pe = witness._generalised(there, there.state)
+    np.testing.assert_allclose(other.G0, G, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(other.g0, g_pe, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(other._rows, witness._row_weights(), rtol=1e-12)
+    assert np.abs(np.linalg.eigvals(other._A - other._B @ other.G0 @ other.K)).max() <= 1.0 + 1e-4

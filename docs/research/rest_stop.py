@@ -7,8 +7,8 @@ The balance planner walks the bundled walk for --walk s, then the reference brak
 over 1 s to the next double-support frame (54 or 108 of the 132-frame cycle) and blends over
 1 s into that frame's balanced pose (engine.control.stand.balanced_pose). Once the pelvis
 moves slower than --settle-speed (or 3 s after the halt), the stand controller's LQR takes
-over where the character is - designed about the balanced pose at its position, without
-moving it there as StandController.start does - and holds until the legs' mean M_F is down
+over where the character is (StandController.take_over: designed about the balanced pose at
+its position, without moving it there as StandController.start does) and holds until the legs' mean M_F is down
 to --resume-at; then the planner walks on, the reference accelerating from the halt frame
 over 1 s. Measured (balance.md, twelfth session): the planner brakes the walk to ~0.1 m/s,
 but the LQR handed a body still swaying falls within ~1 s, and a walk restarted from it
@@ -24,16 +24,14 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
 from engine.control.balance import BalanceParams, BalancePlanner  # noqa: E402
 from engine.control.plan import MotionPlan, load_clip  # noqa: E402
-from engine.control.stand import Q_JOINT, Q_ROOT, Q_SLIDE, Q_VEL, StandController, balanced_pose, linearise  # noqa: E402
+from engine.control.stand import StandController  # noqa: E402
 from engine.control.tracking import TrackingParams  # noqa: E402
 from engine.fatigue import FatigueParams  # noqa: E402
 from engine.motion.reference import _ARRAYS, Reference  # noqa: E402
-from engine.physics.base import q_to_state  # noqa: E402
 from engine.rig import GROUPS, load_rig  # noqa: E402
 from engine.simulation import Simulation  # noqa: E402
 from engine.take import simulate  # noqa: E402
@@ -100,33 +98,11 @@ class Bouts:
 
 def take_over(sim, rig, bouts, q_target) -> StandController:
     """The stand controller's LQR about the balanced pose nearest q_target, designed where the
-    character is (StandController.start's steps without moving the body or its muscles)."""
+    character is (StandController.take_over)."""
     hold = bouts.reference(np.repeat(q_target[None], 8, axis=0))
     hold.qvel[:] = 0.0
     st = StandController(sim, MotionPlan(rig, [(hold, 1.0, "rest")]), TrackingParams(residual=0.0))
-    m, d = st.model, st.data
-    kept = (d.qpos.copy(), d.qvel.copy(), d.qacc_warmstart.copy())
-
-    def generalised_at(q):
-        d.qpos[:], d.qvel[:] = q, 0.0
-        mujoco.mj_forward(m, d)
-        return st._generalised(sim, q_to_state(rig, q, np.zeros(m.nv)))
-
-    G, _ = generalised_at(q_target)
-    capacity = np.stack([np.maximum(G, 0.0).sum(1), -np.minimum(G, 0.0).sum(1)])
-    qb, u0, _ = balanced_pose(m, rig, q_target, capacity)
-    A, B = linearise(m, qb, u0)
-    st.G0, st.g0 = generalised_at(qb)
-    st._rows = st._row_weights()
-    d.qpos[:], d.qvel[:], d.qacc_warmstart[:] = kept
-    mujoco.mj_forward(m, d)
-    wq = np.full(m.nv, Q_JOINT)
-    wq[:6] = [Q_SLIDE, Q_SLIDE, Q_ROOT, Q_ROOT, Q_ROOT, Q_SLIDE]
-    st._Q = np.diag(np.concatenate([1e4 * wq, np.full(m.nv, Q_VEL)]))
-    st._A, st._B, st.q0, st.u0 = A, B, qb, u0
-    st._design(sim.fatigue.MF)
-    st._designed_at = sim.steps
-    st._warm, st._active = sim.fatigue.MA.copy(), None
+    st.take_over(sim, q_target)
     return st
 
 

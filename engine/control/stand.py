@@ -37,6 +37,7 @@ import mujoco
 import numpy as np
 from scipy.linalg import solve_discrete_are
 
+from ..physics.base import q_to_state
 from ..physics.mujoco_backend import full_mass_matrix
 from .coordination import _bounded_lsq
 from .tracking import TrackingController
@@ -182,6 +183,12 @@ def balanced_pose(model, rig, q_ref, capacity=None, iterations: int = 200) -> tu
     return q, data.qfrc_inverse.copy(), float(np.abs(c[:3]).max())
 
 
+def _capacity(G) -> np.ndarray:
+    """(2, jointed DOFs): what all the muscles on together give each DOF, N m in the positive
+    and the negative sense (G: generalised force per unit activation)."""
+    return np.stack([np.maximum(G, 0.0).sum(1), -np.minimum(G, 0.0).sum(1)])
+
+
 def linearise(model, q0, u0) -> tuple[np.ndarray, np.ndarray]:
     """(A, B) of the physics step about q0 at rest under the generalised force u0 (its
     jointed part), by centred finite differences; B per unit of generalised force on each
@@ -235,21 +242,12 @@ class StandController(TrackingController):
         model, rig = self.model, self.rig
         q_ref = self.reference(0)[0]
         G, _ = self._generalised(sim, sim.state)
-        capacity = np.stack([np.maximum(G, 0.0).sum(1), -np.minimum(G, 0.0).sum(1)])  # N m up and down, all muscles on
-        q0, u0, left = balanced_pose(model, rig, q_ref, capacity)
+        q0, u0, left = balanced_pose(model, rig, q_ref, _capacity(G))
         A, B = linearise(model, q0, u0)
         sim.physics.set_q(q0, np.zeros(model.nv))
         sim.state = sim.physics.body_state()
         G, g_pe = self._generalised(sim, sim.state)
-        self._rows = self._row_weights()
-        nv = model.nv
-        wq = np.full(nv, Q_JOINT)
-        wq[:6] = [Q_SLIDE, Q_SLIDE, Q_ROOT, Q_ROOT, Q_ROOT, Q_SLIDE]
-        self._Q = np.diag(np.concatenate([1e4 * wq, np.full(nv, Q_VEL)]))
-        self._A, self._B = A, B
-        self.q0, self.u0, self.G0, self.g0 = q0, u0, G, g_pe
-        self._design(sim.fatigue.MF)
-        self._designed_at = sim.steps
+        self._about(sim, q0, u0, A, B, G, g_pe, self._row_weights())
         a0 = self.a0
         sim.fatigue.MA[:] = a0  # the muscles already holding the pose
         sim.fatigue.MR[:] = 1.0 - a0 - sim.fatigue.MF
@@ -263,6 +261,43 @@ class StandController(TrackingController):
             joints_moved_deg_max=round(float(np.degrees(np.abs(moved[6:])).max()), 1),
             activation_mean=round(float(a0.mean()), 4), activation_max=round(float(a0.max()), 3),
             closed_loop_radius=round(radius, 6))
+
+    def take_over(self, sim, q_target) -> float:
+        """Design the feedback about the balanced pose nearest q_target where the character
+        is, moving neither the body nor its muscles (start's steps without the move): for a
+        body handed over by another controller, e.g. a walk braked to a halt. Returns the
+        root's unbalanced wrench left at that pose (as balanced_pose). Its basin is small: a
+        braked walk's states fall within ~1 s (docs/research/balance.md, thirteenth session)."""
+        model = self.model
+        data = mujoco.MjData(model)  # the design's poses, away from the simulation's own data
+
+        def generalised_at(q):
+            data.qpos[:], data.qvel[:] = q, 0.0
+            mujoco.mj_forward(model, data)
+            kept, self.data = self.data, data  # muscle_terms reads the controller's data
+            try:
+                return self._generalised(sim, q_to_state(self.rig, q, np.zeros(model.nv)))
+            finally:
+                self.data = kept
+
+        q0, u0, left = balanced_pose(model, self.rig, q_target, _capacity(generalised_at(q_target)[0]))
+        A, B = linearise(model, q0, u0)
+        G, g_pe = generalised_at(q0)
+        self._about(sim, q0, u0, A, B, G, g_pe, self._row_weights(data))
+        self._warm, self._active = sim.fatigue.MA.copy(), None
+        return left
+
+    def _about(self, sim, q0, u0, A, B, G, g_pe, rows) -> None:
+        """Set the balanced pose q0 (u0; the step's A, B there; the muscles' G and g_PE and the
+        solve's row weights there) and design a0 and K for the muscles' fatigue now."""
+        nv = self.model.nv
+        wq = np.full(nv, Q_JOINT)
+        wq[:6] = [Q_SLIDE, Q_SLIDE, Q_ROOT, Q_ROOT, Q_ROOT, Q_SLIDE]
+        self._Q = np.diag(np.concatenate([1e4 * wq, np.full(nv, Q_VEL)]))
+        self._A, self._B, self._rows = A, B, rows
+        self.q0, self.u0, self.G0, self.g0 = q0, u0, G, g_pe
+        self._design(sim.fatigue.MF)
+        self._designed_at = sim.steps
 
     def design_for(self, sim) -> None:
         """a0 and K for the simulation's fatigue now, as at that point of its own take: for a
@@ -288,11 +323,12 @@ class StandController(TrackingController):
         flfv, fpe, A, _ = self.muscle_terms(sim, state, margin=-np.inf)  # no contact rows: not used here
         return (-A.T * (f0 * flfv)[None, :])[6:], (-A.T @ (f0 * fpe))[6:]
 
-    def _row_weights(self) -> np.ndarray:
-        """Each jointed DOF's miss weighted by the acceleration it causes (1 / sqrt(M_jj)); the
-        toes' and the ankles' roll and twist FOOT_ROW_WEIGHT of that."""
+    def _row_weights(self, data=None) -> np.ndarray:
+        """Each jointed DOF's miss weighted by the acceleration it causes (1 / sqrt(M_jj)) at
+        the pose of `data` (default: the controller's); the toes' and the ankles' roll and
+        twist FOOT_ROW_WEIGHT of that."""
         M = np.zeros((self.model.nv, self.model.nv))
-        full_mass_matrix(self.model, self.data, M)
+        full_mass_matrix(self.model, self.data if data is None else data, M)
         w = 1.0 / np.sqrt(np.diag(M)[6:])
         m = self.model
         feet, toes = _feet(self.rig)
