@@ -38,7 +38,7 @@ TAKES = {
     "push_backward": ("walk", 10.0, 1.0, ("4:0,120,0:0.2",)),
     "push_sideways": ("walk", 10.0, 1.0, ("4:120,0,0:0.2",)),
     "mixamo_30fps_tpose": ("mixamo", 10.0, 1.0, ()),
-    "tired": ("walk", 20.0, 50.0, ()),
+    "tired": ("walk", 60.0, 50.0, ()),
 }
 
 

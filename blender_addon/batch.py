@@ -30,6 +30,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--F", type=float, default=0.01)
     ap.add_argument("--R", type=float, default=0.002)
     ap.add_argument("--r", type=float, default=2.0)
+    ap.add_argument("--strength", type=float, default=None,
+                    help="muscle strength: every muscle's maximum force times this, MASS's literature forces "
+                         "being 1 (tracking default 3; lower tires sooner); a policy runs at the strength it "
+                         "was trained at")
     ap.add_argument("--controller", choices=("tracking", "policy"), default="tracking")
     ap.add_argument("--policy", default=None)
     ap.add_argument("--mode", choices=("track", "generate", "heading"), default="track",
@@ -105,7 +109,8 @@ def _run(argv, stop) -> int:
                                       r=args.r, residual=residual, seed=args.seed,
                                       repetitions=args.repetitions, keep_calibration=args.keep_calibration,
                                       pushes=args.push, pace=pace, mode=args.mode, noise_scale=args.noise_scale,
-                                      headings=args.heading, speed=args.speed, balance=args.balance)
+                                      headings=args.heading, speed=args.speed, balance=args.balance,
+                                      strength=args.strength)
         job.stop = stop
         take = job.run(keep_partial=True)
         sim_s = time.perf_counter() - t0

@@ -252,8 +252,9 @@ class SimulationJob:
 
     def __init__(self, clips, fps: int, controller="tracking", fatigue=None, residual=1.0, seed=0,
                  backend="mujoco", policy=None, pushes=(), pace=1.0, mode="track", noise_scale=None, goals=(),
-                 balance=None):
+                 balance=None, strength=None):
         self.clips, self.fps, self.controller, self.balance = clips, int(fps), controller, balance
+        self.strength = strength
         self.mode, self.noise_scale, self.goals = mode, noise_scale, list(goals)
         self.fatigue, self.residual, self.seed, self.pace = fatigue, residual, seed, pace
         self.backend, self.policy, self.pushes = backend, policy, list(pushes)
@@ -277,7 +278,7 @@ class SimulationJob:
         params = TrackingParams(residual=float(self.residual), pace=float(self.pace), balance=self.balance)
         kwargs = dict(controller=self.controller, fatigue=self.fatigue, backend=self.backend,
                       seed=int(self.seed), fps=self.fps, params=params, pushes=self.pushes, mode=self.mode,
-                      noise_scale=self.noise_scale, goals=self.goals)
+                      noise_scale=self.noise_scale, goals=self.goals, strength=self.strength)
         if self.policy:
             kwargs["policy"] = self.policy
         from .runtime import single_blas_thread
@@ -420,10 +421,10 @@ def take_pose(take):
 
 
 def take_table(take) -> np.ndarray:
-    """(N, M, 3) display values: activation, M_F, force / f0."""
-    rig = load_model()
+    """(N, M, 3) display values: activation, M_F, force / f0 (the take's f0: its strength)."""
+    f0 = load_model().with_strength(float(take.meta.get("strength", 1.0))).muscle_f0
     return np.stack([np.asarray(take.activation, np.float32), np.asarray(take.MF, np.float32),
-                     (np.asarray(take.force, float) / rig.muscle_f0).astype(np.float32)], -1)
+                     (np.asarray(take.force, float) / f0).astype(np.float32)], -1)
 
 
 def bake_take(context, arm, take, frame_start: int | None = None, action_name: str | None = None) -> dict:
@@ -466,7 +467,7 @@ def bake_take(context, arm, take, frame_start: int | None = None, action_name: s
 def prepare_simulation(context, arm, clips, fps=None, controller="tracking", policy=None, fatigue_scale=50.0,
                        F=0.01, R=0.002, r=2.0, residual=1.0, seed=0, repetitions=None, keep_calibration=False,
                        pushes=(), pace=1.0, mode="track", noise_scale=None, headings=(), speed=None,
-                       balance=False) -> SimulationJob:
+                       balance=False, strength=None) -> SimulationJob:
     """Check everything before any work and return a job ready to run.
 
     clips: [(path or "ACTION", seconds or None)]; None seconds = the clip's own length (times
@@ -476,16 +477,19 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
     headings (TURN[@TIME] specs, a list or one text field) and speed: a policy's mode
     (engine.control.goals). balance: the tracking controller plans its balance without the
     residual (engine.control.balance; played in Blender's process, so `residual` is then
-    ignored). Nothing in the scene or the armature is changed."""
+    ignored). strength: the muscles' f0 x this (engine.take.check_strength: None is the tracking
+    default, and a policy's own). Nothing in the scene or the armature is changed."""
     from .engine.control.goals import check_policy_options, goals_from_specs
     from .engine.control.tracking import TrackingParams
     from .engine.push import check_pushes, parse_pushes
-    from .engine.take import check_balance, check_fps
+    from .engine.take import check_balance, check_fps, check_strength
 
     planner = None
     if balance:  # the panel's residual field is then out of play
         planner, residual = check_balance(controller, True, None)
     TrackingParams(residual=residual, pace=pace, balance=planner).validate()
+    if controller == "tracking":
+        strength = check_strength(controller, strength=strength)
     goals = check_policy_options(controller, mode, noise_scale, goals_from_specs(mode, headings, speed))
     pushes = check_pushes(parse_pushes(pushes) if isinstance(pushes, str) else pushes, load_model())
 
@@ -513,16 +517,18 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
             raise ParameterError("policy", "the policy controller needs a policy file")
         if not Path(bpy_abspath(policy)).is_file():
             raise InputFileError(bpy_abspath(policy), "policy file not found")
-        from .engine.control.policy import load_policy
+        from .engine.control.policy import check_policy_rig, load_policy
 
-        policy = load_policy(bpy_abspath(policy), load_model())  # another rig, a broken file: refused now
+        policy = load_policy(bpy_abspath(policy))  # a broken file: refused now
+        strength = check_strength(controller, policy, strength)  # its own; another refused
+        check_policy_rig(policy.meta, load_model().with_strength(strength), bpy_abspath(policy))  # another rig
     seconds = sum(round(120 * s) for _, s in out) / 120.0
     pushes = check_pushes(pushes, load_model(), seconds)  # inside the take
     goals = check_policy_options(controller, mode, noise_scale, goals, seconds,
                                  policy if controller == "policy" else None)
     return SimulationJob(out, fps, controller=controller, fatigue=fatigue_params(fatigue_scale, F, R, r),
                          residual=residual, seed=seed, policy=policy, pushes=pushes, pace=pace, mode=mode,
-                         noise_scale=noise_scale, goals=goals, balance=planner)
+                         noise_scale=noise_scale, goals=goals, balance=planner, strength=strength)
 
 
 def settings_job(context, s) -> tuple[object, SimulationJob]:
@@ -549,7 +555,8 @@ def settings_job(context, s) -> tuple[object, SimulationJob]:
                              fatigue_scale=s.fatigue_scale, F=s.F, R=s.R, r=s.r, residual=s.residual,
                              seed=s.seed, repetitions=s.repetitions if s.length_mode == "REPEAT" else None,
                              keep_calibration=s.keep_calibration, pushes=s.pushes, pace=s.pace,
-                             balance=s.balance and s.controller == "tracking", **policy_mode_options(s))
+                             balance=s.balance and s.controller == "tracking",
+                             strength=s.strength if s.controller == "tracking" else None, **policy_mode_options(s))
     return arm, job
 
 

@@ -6,6 +6,8 @@ import bpy
 from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProperty, IntProperty,
                        PointerProperty, StringProperty)
 
+from .engine.rig import DEFAULT_STRENGTH
+
 
 # Armature settings live on the armature object, which may be a library override of a linked
 # rig: they must be overridable, or Blender refuses the edit (and a reload would drop it).
@@ -89,6 +91,12 @@ class SINEW_PG_scene(bpy.types.PropertyGroup):
     F: FloatProperty(name="F", default=0.01, min=0.0, precision=4, description="Fatigue rate (1/s)")
     R: FloatProperty(name="R", default=0.002, min=0.0, precision=4, description="Recovery rate (1/s)")
     r: FloatProperty(name="r", default=2.0, min=0.0, description="Rest recovery multiplier")
+    strength: FloatProperty(
+        name="Strength", default=DEFAULT_STRENGTH, min=0.1, max=10.0, soft_max=5.0,
+        description="Muscle strength: every muscle's maximum force times this, MASS's literature forces being 1. "
+                    "At 3 a tracked walk lasts under fast fatigue and tires into a slower gait; at 1 the legs work "
+                    "beyond what they sustain and a tired take gives way within seconds. A policy runs at the "
+                    "strength it was trained at")
     controller: EnumProperty(name="Controller", default="tracking",
                              items=[("tracking", "Tracking", "Inverse dynamics + muscle coordination"),
                                     ("policy", "Policy", "A trained MuscleVAE policy file")])

@@ -75,6 +75,8 @@ class SINEW_PT_simulate(_Panel, bpy.types.Panel):
         row.prop(s, "R")
         row.prop(s, "r")
         lay.prop(s, "controller")
+        if s.controller == "tracking":  # a policy runs at the strength it was trained at
+            lay.prop(s, "strength")
         if s.controller == "policy":
             lay.prop(s, "policy_path")
             lay.prop(s, "policy_mode", expand=True)

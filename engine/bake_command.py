@@ -44,7 +44,7 @@ def cmd_bake(args, extra: list[str] | None = None) -> int:
     if args.keep_calibration:
         passthrough.append("--keep-calibration")
     for flag, value in (("--fatigue-scale", args.fatigue_scale), ("--F", args.F), ("--R", args.R), ("--r", args.r),
-                        ("--controller", args.controller), ("--policy", args.policy),
+                        ("--strength", args.strength), ("--controller", args.controller), ("--policy", args.policy),
                         ("--residual", args.residual), ("--pace", args.pace), ("--seed", args.seed), ("--fps", args.fps),
                         ("--frame-start", args.frame_start), ("--repetitions", args.repetitions)):
         if value is not None:
@@ -109,6 +109,8 @@ def add_bake_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--F", type=float, help="3CC-r fatigue rate F, 1/s (default 0.01)")
     p.add_argument("--R", type=float, help="3CC-r recovery rate R, 1/s (default 0.002)")
     p.add_argument("--r", type=float, help="3CC-r rest recovery multiplier r (default 2)")
+    p.add_argument("--strength", type=float, help="muscle strength: every muscle's maximum force times this, MASS's "
+                   "literature forces being 1 (tracking default 3); a policy runs at the strength it was trained at")
     p.add_argument("--controller", choices=("tracking", "policy"), help="tracking (default, no training) or a trained policy")
     p.add_argument("--policy", help="policy .npz for --controller policy (sinew export-policy)")
     p.add_argument("--residual", type=float, help="root residual strength in body weights (0 = none, default 1)")

@@ -29,7 +29,11 @@ class PDGains:
     l_tpose, a strain of 1/stiffness asking for f0. With the paper's k_d = 0.1 k_p the
     hand and forearm muscles' damping is too stiff for an explicit 120 Hz step (the arms
     fall with activations saturated); the MuscleVAE release's k_d = 2 sqrt(k_p) is stable.
-    With stiffness 20 the fresh arms hold 2.5 deg below horizontal.
+    With stiffness 20 the fresh arms hold 2.5 deg below horizontal. The gains come from
+    the model's f0 (Rig.model_f0), not from a stronger rig's (Rig.with_strength): a
+    stronger muscle asked for the same force by the same law needs less activation, as in
+    the MuscleVAE release (its k_p from MASS's f0, its maximum forces its own); scaling
+    k_p too would make the 120 Hz step unstable (strength 3: the arms diverge at once).
     """
 
     kp: np.ndarray
@@ -40,7 +44,7 @@ class PDGains:
         for name, v in (("stiffness", stiffness), ("damping", damping)):
             if not np.isfinite(v) or v < 0:
                 raise ParameterError(name, f"must be a finite number >= 0, got {v!r}")
-        kp = stiffness * rig.muscle_f0 / rig.muscle_rest_length
+        kp = stiffness * rig.model_f0 / rig.muscle_rest_length
         return cls(kp=kp, kd=damping * np.sqrt(kp))
 
 

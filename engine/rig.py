@@ -19,6 +19,7 @@ FORMAT_VERSION = 1
 JOINT_TYPES = ("free", "ball", "hinge")
 GROUPS = ("trunk", "right_leg", "left_leg", "right_arm", "left_arm")
 RIGS_DIR = Path(__file__).resolve().parents[1] / "rigs"
+DEFAULT_STRENGTH = 3.0  # x the file's f0 for tracked takes: why, in engine.take.check_strength
 
 # name -> (dtype kind, shape with -1 for "any"); sizes are cross-checked after loading.
 _ARRAYS = {
@@ -73,6 +74,7 @@ class Rig:
     muscle_group: np.ndarray
     muscle_twin: np.ndarray
     path: Path | None = field(default=None)
+    strength: float = 1.0  # muscle_f0 is the file's f0 times this (with_strength)
 
     # ---- sizes -------------------------------------------------------------------------
     @property
@@ -147,6 +149,25 @@ class Rig:
                 p = self.body_parent[p]
         return S
 
+    def with_strength(self, strength: float) -> "Rig":
+        """This rig with every muscle `strength` times as strong as the file's f0 (its maximum
+        isometric force; muscle_f0 then holds the scaled forces, which every force, bound and
+        solve uses). The file keeps MASS's literature forces; the MuscleVAE release runs its
+        Hill forces at ~5x those in the legs, ~1.9x in the arms and ~1.6x in the trunk.
+        `model_f0` stays the file's, for what is a property of the control and not of the
+        strength (the muscle-space PD gains, engine.muscle_step.PDGains)."""
+        from dataclasses import replace
+
+        strength = valid_strength(strength)
+        if strength == self.strength:
+            return self
+        return replace(self, muscle_f0=self.model_f0 * strength, strength=strength)
+
+    @property
+    def model_f0(self) -> np.ndarray:
+        """The file's maximum isometric forces (N), whatever with_strength made of muscle_f0."""
+        return self.muscle_f0 / self.strength
+
     @property
     def mass_kg(self) -> float:
         return float(self.body_mass.sum())
@@ -181,6 +202,16 @@ class Rig:
             height_m=round(self.height_m, 3),
             muscles_by_group={g: int(np.sum(self.muscle_group == i)) for i, g in enumerate(GROUPS)},
         )
+
+
+def valid_strength(strength, name: str = "strength") -> float:
+    """A muscle strength (Rig.with_strength) as a float; ParameterError naming `name` otherwise."""
+    from .errors import ParameterError
+
+    if isinstance(strength, bool) or not isinstance(strength, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(strength) or not 0.1 <= strength <= 10:
+        raise ParameterError(name, f"{strength!r}: expected a number from 0.1 to 10 (times the model's f0)")
+    return float(strength)
 
 
 def rig_path(name_or_path: str | Path) -> Path:

@@ -92,6 +92,11 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
                    help="heading mode's target speed in m/s (default 1)")
     p.add_argument("--fatigue-scale", type=number("--fatigue-scale", 0.0), default=1.0,
                    help="multiplies the 3CC-r rates F and R (default 1; 0 = no fatigue; 50 as MuscleVAE's run-walk)")
+    p.add_argument("--strength", type=number("--strength", 0.1, 10.0), default=None, metavar="S",
+                   help="muscle strength: every muscle's maximum isometric force times S, MASS's literature "
+                   "forces being 1 (default 3 for the tracking controller: at 1 a tracked walk asks the legs for more "
+                   "than 3CC-r sustains and a tired take gives way within seconds; the MuscleVAE release runs its legs "
+                   "at ~5). Lower tires sooner. A policy runs at the strength it was trained at")
     p.add_argument("--residual", type=number("--residual", 0.0), default=None,
                    help="tracking controller's root residual strength: bound on the pelvis 'hand of god' "
                    "force in body weights (and torque in body weight x 1 m); 0 = none (default 1): clips that hold "
@@ -147,7 +152,7 @@ def _simulate(args, stop) -> int:
     from .errors import InputFileError, ParameterError
     from .control.goals import check_policy_options, goals_from_specs
     from .push import check_pushes, parse_push
-    from .take import check_balance, check_clips, check_fps, check_pace
+    from .take import check_balance, check_clips, check_fps, check_pace, check_strength
 
     # everything checked before any work, one line each
     pushes = [parse_push(spec) for spec in args.push]
@@ -192,8 +197,9 @@ def _simulate(args, stop) -> int:
     if args.controller == "policy":
         from .control.policy import load_policy
 
-        policy = load_policy(args.policy, rig)  # refuses another rig, version or a broken file
-    take = simulate(rig, [(r, s) for r, _, s in loaded], controller=args.controller, fatigue=fatigue,
+        policy = load_policy(args.policy)  # refuses another version or a broken file; simulate, another rig
+        check_strength("policy", policy, args.strength)
+    take = simulate(rig, [(r, s) for r, _, s in loaded], controller=args.controller, fatigue=fatigue, strength=args.strength,
                     backend=args.backend, seed=int(args.seed), fps=fps, params=params, policy=policy,
                     pushes=pushes, stop=stop, mode=args.mode, noise_scale=args.noise_scale, goals=goals)
     for c, (_, path, _) in zip(take.meta["clips"], loaded):
@@ -249,6 +255,7 @@ def report_lines(take, files) -> list[str]:
         f"take        {s['seconds']:.2f} s of {s['planned_seconds']:.2f} s ({clips}); {status}",
         f"speed       {s['realtime_factor']}x real time",
         f"tracking    joint error {s['joint_err_deg_mean']:.2f} deg, root error {s['root_err_cm_mean']:.2f} cm (means)",
+        f"muscles     strength {s.get('strength', 1.0):g} (x MASS's f0)",
         f"residual    strength {s['residual_strength']:g}: mean {s['residual_mean_N']:.1f} N "
         f"({s['residual_mean_body_weights']:.3f} body weights), max {s['residual_max_N']:.0f} N, "
         f"torque mean {s['residual_torque_mean_Nm']:.1f} N m" if take.meta["controller"] == "tracking"
@@ -305,9 +312,9 @@ def report_markdown(take, files) -> str:
     lines += ["| clip | seconds |", "|---|---|"] + [f"| {c['source']} | {c['seconds']:g} |" for c in m["clips"]]
     lines += ["", "| figure | value |", "|---|---|"]
     for k in ("seconds", "realtime_factor", "joint_err_deg_mean", "root_err_cm_mean", "fell", "diverged", "partial",
-              "residual_strength", "residual_mean_N", "residual_max_N", "residual_torque_mean_Nm",
+              "strength", "residual_strength", "residual_mean_N", "residual_max_N", "residual_torque_mean_Nm",
               "residual_mean_body_weights"):
-        lines.append(f"| {k} | {s[k]} |")
+        lines.append(f"| {k} | {s.get(k, '-')} |")  # a take saved before a figure existed: -
     for g, v in s["MF_mean_by_group"].items():
         lines.append(f"| M_F mean, {g} | {v:.4f} |")
     for g, v in s["MF_final_by_group"].items():

@@ -26,7 +26,7 @@ from . import fatigue as fat
 from .npzfile import read_npz, write_npz
 from .errors import InputFileError, ParameterError
 from .progress import Progress
-from .rig import GROUPS, Rig
+from .rig import DEFAULT_STRENGTH, GROUPS, Rig, valid_strength
 
 FORMAT = "sinew-take"
 FORMAT_VERSION = 1
@@ -198,6 +198,26 @@ def check_residual(controller: str, residual: float | None) -> float:
     return _tracking_option(controller, residual, "--residual", 1.0, "applies no root residual")
 
 
+def check_strength(controller: str, policy=None, strength: float | None = None) -> float:
+    """The muscles' strength a take runs at (x the model's f0, Rig.with_strength).
+
+    Tracking: `strength`, or DEFAULT_STRENGTH. MASS's f0 are literature forces, and tracking
+    the bundled walk with them asks the legs for 0.23 of their strength on average, above
+    the 1/6 that 3CC-r sustains (R / (F + R)): at fatigue scale 50 the walk gives way within
+    ~8 s whatever the balance layer does. At 3x it asks 0.14 fresh, and tired it walks on,
+    the legs' M_F levelling off near 0.3 (docs/research/balance.md, fourteenth session). The
+    MuscleVAE release, whose run-walk this reproduces, runs its legs at ~5x MASS's f0.
+    Policy: the strength it was trained at (its file says; 1 before files said), and another
+    is refused: its muscles would answer its actions otherwise than they did in training."""
+    if controller == "policy":
+        trained = float(policy.meta.get("strength", 1.0))
+        if strength is not None and float(strength) != trained:
+            raise ParameterError("--strength", f"{strength:g}: the policy was trained at strength {trained:g}; "
+                                 "leave --strength out (a policy runs at its own) or train one at this strength")
+        return trained
+    return DEFAULT_STRENGTH if strength is None else valid_strength(strength, "--strength")
+
+
 def check_balance(controller: str, balance: bool, residual: float | None, workers: int = 0):
     """The balance planner's settings (engine.control.balance.BalanceParams, or None without
     `balance`) and the residual strength the take then runs with: the planner balances
@@ -249,14 +269,17 @@ def joint_errors_deg(rig: Rig, diff: np.ndarray) -> float:
 def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.FatigueParams | None = None,
              backend: str = "mujoco", seed: int = 0, fps: int = 30, params=None, policy=None,
              label: str = "simulating", blend: float = 0.4, progress=None, pushes=(), stop=None,
-             mode: str = "track", noise_scale: float | None = None, goals=()) -> Take:
+             mode: str = "track", noise_scale: float | None = None, goals=(),
+             strength: float | None = None) -> Take:
     """Simulate a take of clips [(path or Reference, seconds), ...] played in order (each
     looped for its duration, cross-faded into the next) under a controller; see Take.
     controller "tracking" uses `params` (TrackingParams: gains, root residual); "policy" runs
     the exported `policy` in track mode along the same chain and applies no residual (the
     take's meta then has tracking = None); `mode` "generate" or "heading" runs it from the
     prior or the high-level policy instead, with `noise_scale` and heading `goals`
-    (engine.control.goals: the clips then set the start and the length). `pushes`: engine.push Push objects or
+    (engine.control.goals: the clips then set the start and the length). `strength` multiplies
+    every muscle's f0 (Rig.with_strength; meta["strength"]): the tracking controller's default
+    is DEFAULT_STRENGTH, a policy's the strength it was trained at. `pushes`: engine.push Push objects or
     'TIME:FX,FY,FZ:SECONDS[:BODY]' strings, external forces kept apart from the residual
     (meta["pushes"]; the summary says how the character recovered from each).
 
@@ -286,6 +309,11 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     if controller == "policy" and policy is None:
         raise ParameterError("policy", "controller 'policy' needs a policy file (sinew export-policy)")
     params = params or TrackingParams()
+    if controller == "policy" and not hasattr(policy, "meta"):
+        from .control.policy import load_policy
+
+        policy = load_policy(policy)  # its strength first; checked against the rig below
+    rig = rig.with_strength(check_strength(controller, policy, strength))
     refs = []
     for src, seconds in clips:
         ref, name = load_clip(rig, src)
@@ -294,10 +322,10 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     pushes = check_pushes(pushes, rig, plan.total_steps / 120.0)  # inside the take
     gains = None
     if controller == "policy":
-        from .control.policy import PolicyController, load_policy
+        from .control.policy import PolicyController, check_policy_rig
         from .muscle_step import PDGains
 
-        policy = load_policy(policy, rig) if not hasattr(policy, "meta") else policy
+        check_policy_rig(policy.meta, rig, policy.path or "policy")
         goals = check_policy_options(controller, mode, noise_scale, goals, plan.total_steps / 120.0, policy)
         # The muscles must respond as they did in training.
         gains = PDGains.for_rig(rig, policy.meta["stiffness"], policy.meta["damping"])
@@ -412,7 +440,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     arrays["segment"] = arrays["segment"].astype(np.int32)
     sim_seconds = sim.time
     meta = dict(
-        fps=fps, seed=int(seed), controller=controller, backend=backend, rig=rig.name,
+        fps=fps, seed=int(seed), controller=controller, backend=backend, rig=rig.name, strength=rig.strength,
         clips=[dict(name=name, seconds=float(sec), frames=int(ref.num_frames),
                     source=str(src) if not hasattr(src, "meta") else name,
                     calibration=ref.meta.get("calibration"))
@@ -524,6 +552,7 @@ def summarize(take: Take, rig: Rig) -> dict:
         fell=bool(m["fell"]), diverged=bool(m["diverged"]), stopped_at_s=m["stopped_at_s"],
         interrupted=bool(m.get("interrupted")), partial=is_partial(m),
         residual_strength=(m.get("tracking") or {}).get("residual", 0.0),  # a policy applies none
+        strength=m.get("strength", 1.0),  # the muscles' f0 x this (takes before it: 1)
         residual_mean_N=round(float(rf[skip].mean()), 3) if skip.any() else 0.0,
         residual_max_N=round(float(rf.max()), 3),
         residual_torque_mean_Nm=round(float(rt[skip].mean()), 3) if skip.any() else 0.0,

@@ -132,7 +132,7 @@ def policy_file_arrays(model: Model, cfg: TrainConfig, extra_meta: dict | None =
                 action_scale=cfg.action_scale,
                 experts=cfg.experts, period=cfg.dagger.period if cfg.dagger else P.POLICY_PERIOD, dt=1.0 / 120.0,
                 state_size=model.S, target_size=model.T, goal_size=P.GOAL_SIZE,
-                fatigue_scale=cfg.fatigue_scale, stiffness=cfg.stiffness, damping=cfg.damping,
+                fatigue_scale=cfg.fatigue_scale, strength=rig.strength, stiffness=cfg.stiffness, damping=cfg.damping,
                 has_task=model.task is not None, **(extra_meta or {}))
     if model.task is not None and cfg.task is not None:  # the speeds heading mode may ask for
         meta["task"] = dict(speed_min=cfg.task.speed_min, speed_max=cfg.task.speed_max)

@@ -260,6 +260,23 @@ class PolicyFile:
                                         np.concatenate([sn, z], -1))
 
 
+def check_policy_rig(meta: dict, rig: Rig, path) -> None:
+    """InputFileError naming the file when the policy was trained for another rig, or for
+    this one at another strength (Rig.with_strength: its muscles would answer otherwise)."""
+    rmeta = meta.get("rig") or {}
+    if rmeta.get("name") == rig.name and rmeta.get("fingerprint") == rig_fingerprint(rig):
+        return
+    trained = float(meta.get("strength", 1.0))
+    if rmeta.get("name") == rig.name and trained != rig.strength \
+            and rmeta.get("fingerprint") == rig_fingerprint(rig.with_strength(trained)):
+        raise InputFileError(path, f"policy was trained at muscle strength {trained:g}, not {rig.strength:g}; "
+                             "run it at its own strength or train one at this strength")
+    raise InputFileError(
+        path, f"policy was trained for rig {rmeta.get('name')!r} (fingerprint "
+        f"{rmeta.get('fingerprint')}), not for rig {rig.name!r} ({rig_fingerprint(rig)}); "
+        "train a policy for this rig")
+
+
 def load_policy(path, rig: Rig | None = None) -> PolicyFile:
     """Read and validate a policy file; InputFileError naming the file on anything wrong:
     not a zip / truncated, another format or version, another rig, missing or bad arrays."""
@@ -268,11 +285,7 @@ def load_policy(path, rig: Rig | None = None) -> PolicyFile:
                           hint="re-export it with `sinew export-policy`")
     rmeta = meta.get("rig") or {}
     if rig is not None:
-        if rmeta.get("name") != rig.name or rmeta.get("fingerprint") != rig_fingerprint(rig):
-            raise InputFileError(
-                path, f"policy was trained for rig {rmeta.get('name')!r} (fingerprint "
-                f"{rmeta.get('fingerprint')}), not for rig {rig.name!r} ({rig_fingerprint(rig)}); "
-                "train a policy for this rig")
+        check_policy_rig(meta, rig, path)
     for k, a in data.items():
         if a.dtype.kind != "f" or not np.all(np.isfinite(a)):
             raise InputFileError(path, f"array {k!r} must hold finite floats")
