@@ -16,6 +16,7 @@ import os
 import pickle
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -32,7 +33,7 @@ from engine.control.balance import BalanceParams, BalancePlanner  # noqa: E402
 from engine.control.plan import MotionPlan  # noqa: E402
 from engine.control.tracking import TrackingParams  # noqa: E402
 from engine.fatigue import FatigueParams, FatigueState  # noqa: E402
-from engine.rig import load_rig  # noqa: E402
+from engine.rig import GROUPS, load_rig  # noqa: E402
 from engine.simulation import Simulation  # noqa: E402
 
 
@@ -40,22 +41,34 @@ def record(a, rig) -> None:
     rest_stop.HALTS = tuple(a.halts)
     bouts = rest_stop.Bouts(rig, str(rest_stop.WALK))
     sim = Simulation(rig, "mujoco", fatigue=FatigueParams(scale=a.fatigue_scale))
-    params = TrackingParams(residual=0.0, pace=0.0, balance=BalanceParams(workers=2))
+    params = TrackingParams(residual=0.0, pace=0.0, balance=BalanceParams(workers=2, w_speed=a.w_speed,
+                                                                          horizon=a.horizon))
     q0, v0, _ = bouts.walk.sample(0)
     q0 = sim.start_at(q0, v0)
-    n = int((a.walk + 6) * 120)
+    n = int((a.walk + 4 + a.after) * 120)
     ref, halt, halt_step = bouts.bout(0, 0.0, q0, n, a.walk, accelerate=False)
     plan = MotionPlan(rig, [(ref, n / 120.0, "bout")])
     ctrl = BalancePlanner(sim, plan, params, params.balance, 0)
     kept = []
     t0 = time.time()
-    while sim.steps < halt_step + 240:
-        if sim.steps >= halt_step - 60 and (sim.steps - halt_step) % 6 == 0:
+    legs = np.isin(rig.muscle_group, [GROUPS.index("right_leg"), GROUPS.index("left_leg")])
+    f0 = rig.muscle_f0[legs]
+    while sim.steps < halt_step + int(a.after * 120):
+        if sim.steps % 60 == 0:
+            com, v, _ = com_state(sim)
+            print(f"{sim.time:5.1f} s: pelvis {sim.physics.data.qpos[2]:.3f} m, centre of mass {np.linalg.norm(v[:2]):.2f} m/s, "
+                  f"legs' effort {(sim.fatigue.MA[legs] * f0).sum() / f0.sum():.3f}, M_F {sim.fatigue.MF[legs].mean():.3f}"
+                  + (" (halted)" if sim.steps >= halt_step else ""), flush=True)
+        if sim.steps >= halt_step - 60 and sim.steps <= halt_step + 240 and (sim.steps - halt_step) % 6 == 0:
             d = sim.physics.data
             kept.append(dict(qpos=d.qpos.copy(), qvel=d.qvel.copy(), warm=d.qacc_warmstart.copy(), time=float(d.time),
                              steps=sim.steps, MA=sim.fatigue.MA.copy(), MR=sim.fatigue.MR.copy(),
                              MF=sim.fatigue.MF.copy(), q_plan=plan.sample(sim.steps)[0].copy(),
                              halt_step=halt_step, halt=halt))
+        if a.rest_weight and sim.steps == halt_step + 120:  # standing: a looser solve, as a rest would want
+            ctrl.close()
+            rest = replace(params, weights=replace(params.weights, activation=a.rest_weight))
+            ctrl = BalancePlanner(sim, plan, rest, rest.balance, 0)
         ctrl.advance_pace(sim)
         sim.step(ctrl.act(sim, sim.state))
         if sim.physics.data.qpos[2] < 0.5:
@@ -105,12 +118,45 @@ def inside(pt, P) -> float:
 def take_over(sim, rig, bouts, q_target, variant) -> stand.StandController:
     """The stand controller about the balanced pose nearest q_target, designed where the body
     is (rest_stop.take_over); with `glide`, its set point moving there from the body's pose."""
-    st = rest_stop.take_over(sim, rig, bouts, q_target)
+    kept = stand.FOOT_TILT_SCALE, stand.FOOT_HEIGHT_SCALE, stand.R_ACTIVATION
+    stand.FOOT_TILT_SCALE, stand.FOOT_HEIGHT_SCALE = variant.get("feet", kept[:2])
+    stand.R_ACTIVATION = variant.get("r", kept[2])
+    try:
+        st = rest_stop.take_over(sim, rig, bouts, q_target)
+    finally:
+        stand.FOOT_TILT_SCALE, stand.FOOT_HEIGHT_SCALE, stand.R_ACTIVATION = kept
     st._designed_at = sim.steps + 10 ** 9  # no re-design in these short tries
+    if variant.get("muscles_a0"):  # the muscles put at the design's holding activations, as start() does
+        sim.fatigue.MA[:] = st.a0
+        sim.fatigue.MR[:] = 1.0 - st.a0 - sim.fatigue.MF
+        st._warm = st.a0.copy()
     if variant.get("glide"):
         st.__class__ = Glide
         st.q_from, st.t_from, st.glide, st.q_final = sim.physics.get_q()[0].copy(), sim.steps, variant["glide"], st.q0
     return st
+
+
+class Funnel:
+    """A chain of stand controllers (LQR-trees' funnels): each designed, when its turn comes,
+    about the balanced pose nearest a point further along from the body's pose at the
+    hand-over to the target, and held `dwell` s; the last held to the end."""
+
+    def __init__(self, sim, rig, bouts, q_from, q_to, variant):
+        self.rig, self.bouts, self.variant = rig, bouts, variant
+        sp = bouts.space
+        self.targets = [sp.interp(q_from, q_to, w) for w in variant["funnel"]]
+        self.dwell = int(120 * variant.get("dwell", 1.0))
+        self._next(sim)
+
+    def _next(self, sim) -> None:
+        v = {k: w for k, w in self.variant.items() if k not in ("funnel", "glide")}
+        self.ctl = take_over(sim, self.rig, self.bouts, self.targets.pop(0), v)
+        self.next_at = sim.steps + self.dwell
+
+    def act(self, sim, state):
+        if self.targets and sim.steps >= self.next_at:
+            self._next(sim)
+        return self.ctl.act(sim, state)
 
 
 class Glide(stand.StandController):
@@ -135,6 +181,13 @@ VARIANTS = {
     "current": dict(target="current"),  # the pose the body is in
     "glide": dict(target="current", glide=1.0),
     "glide_plan": dict(target="plan", glide=1.0),
+    "current_soft": dict(target="current", r=1e4),  # the LQR's activations 100x dearer
+    "plan_soft": dict(target="plan", r=1e4),
+    "funnel": dict(target="current", funnel=(0.5, 1.0), r=1e4),  # halfway to the plan's pose, then there
+    "funnel3": dict(target="current", funnel=(0.0, 0.5, 1.0), r=1e4),
+    "muscles_a0": dict(target="current", muscles_a0=True),
+    "feet_as_they_are": dict(target="current", feet=(0.0, 0.0)),  # no flat, level feet asked
+    "feet_loose": dict(target="current", feet=(30.0, 300.0)),  # a tenth of the stand's
 }
 
 
@@ -158,7 +211,12 @@ def try_states(a, rig) -> None:
         target = s["q_plan"].copy() if variant["target"] == "plan" else q.copy()
         target[:2] = q[:2]
         try:
-            ctl = take_over(sim, rig, bouts, target, variant)
+            if "funnel" in variant:
+                goal = s["q_plan"].copy()
+                goal[:2] = q[:2]
+                ctl = Funnel(sim, rig, bouts, q.copy(), goal, variant)
+            else:
+                ctl = take_over(sim, rig, bouts, target, variant)
         except Exception as e:  # noqa: BLE001
             print(f"step {s['steps'] - s['halt_step']:+4d}: design failed: {e}")
             continue
@@ -171,7 +229,7 @@ def try_states(a, rig) -> None:
                 break
         T = np.array(track)
         drift = np.linalg.norm(T[-1, :2] - T[max(len(T) - 120, 0), :2])
-        moved = bouts.space.diff(q, ctl.q0)
+        moved = bouts.space.diff(q, (ctl.ctl if isinstance(ctl, Funnel) else ctl).q0)
         print(f"step {s['steps'] - s['halt_step']:+4d}: balanced pose {np.degrees(np.abs(moved[6:])).mean():.1f} deg "
               f"(max {np.degrees(np.abs(moved[6:])).max():.0f}), tilt {np.degrees(np.linalg.norm(moved[3:5])):.1f} deg away; pelvis {np.linalg.norm(qd[:2]):.2f} m/s, com {np.linalg.norm(vcom[:2]):.2f} m/s, "
               f"capture point {100 * margin:+.1f} cm from the feet's hull ({len(P)} corners down): "
@@ -185,6 +243,12 @@ def main(argv=None) -> int:
     ap.add_argument("--walk", type=float, default=3.0)
     ap.add_argument("--fatigue-scale", type=float, default=1.0)
     ap.add_argument("--out", default="stop_states.pkl")
+    ap.add_argument("--w-speed", type=float, default=BalanceParams.w_speed,
+                    help="the planner's weight on the root's speed error (BalanceParams.w_speed)")
+    ap.add_argument("--horizon", type=int, default=BalanceParams.horizon, help="the planner's horizon, steps")
+    ap.add_argument("--rest-weight", type=float, default=0.0,
+                    help="from 1 s after the halt, the solve's activation weight (0: the take's own)")
+    ap.add_argument("--after", type=float, default=2.0, help="seconds played after the halt")
     ap.add_argument("--halts", type=int, nargs="+", default=list(rest_stop.HALTS),
                     help="the clip frames a brake may halt at")
     ap.add_argument("--states", default="stop_states.pkl")
