@@ -248,10 +248,10 @@ class StandController(TrackingController):
         sim.state = sim.physics.body_state()
         G, g_pe = self._generalised(sim, sim.state)
         self._about(sim, q0, u0, A, B, G, g_pe, self._row_weights())
-        a0 = self.a0
+        self._warm = a0 = self.a0
+        a0 = a0 / self.rig.strength  # the design's activations are the model's (_generalised)
         sim.fatigue.MA[:] = a0  # the muscles already holding the pose
         sim.fatigue.MR[:] = 1.0 - a0 - sim.fatigue.MF
-        self._warm = a0
         moved = self.plan.space.diff(q_ref, q0)
         radius = float(np.abs(np.linalg.eigvals(A - B @ self.G0 @ self.K)).max())
         self.summary = dict(
@@ -284,7 +284,7 @@ class StandController(TrackingController):
         A, B = linearise(model, q0, u0)
         G, g_pe = generalised_at(q0)
         self._about(sim, q0, u0, A, B, G, g_pe, self._row_weights(data))
-        self._warm, self._active = sim.fatigue.MA.copy(), None
+        self._warm, self._active = sim.fatigue.MA * self.rig.strength, None
         return left
 
     def _about(self, sim, q0, u0, A, B, G, g_pe, rows) -> None:
@@ -313,15 +313,21 @@ class StandController(TrackingController):
         cost = 1.0 / np.maximum(1.0 - MF, 0.05) ** 2
         rows = self._rows
         self.a0, _, _ = _bounded_lsq(rows[:, None] * self.G0, rows * (self.u0[6:] - self.g0), cost, np.zeros(n_m),
-                                     np.ones(n_m), "newton", None, np.zeros(n_m))
+                                     np.full(n_m, self.rig.strength), "newton", None, np.zeros(n_m))
         self.K = lqr_gains(self._A, self._B @ self.G0, self._Q, R_ACTIVATION * np.diag(cost))
 
     def _generalised(self, sim, state) -> tuple[np.ndarray, np.ndarray]:
-        """G (jointed DOFs x muscles): generalised force per unit activation, and the passive
-        part g_PE, at the physics state."""
-        f0 = self.rig.muscle_f0
+        """G (jointed DOFs x muscles): generalised force per unit of the model's activation,
+        and the passive part g_PE, at the physics state.
+
+        The design (balanced pose, a0, K, the solve) is in the activations of the model's f0
+        (Rig.model_f0), a' = strength x activation: on a stronger rig (Rig.with_strength) it
+        is the model's design in torque, played at 1/strength of the activation. Designed on
+        the stronger f0 itself it fell within 1 s at strength 3 and within 16 s at 2 (scale
+        50; 120 s at 1): the balanced pose, priced in a fraction of the muscles' capacity,
+        moved, and its loop lost its margin."""
         flfv, fpe, A, _ = self.muscle_terms(sim, state, margin=-np.inf)  # no contact rows: not used here
-        return (-A.T * (f0 * flfv)[None, :])[6:], (-A.T @ (f0 * fpe))[6:]
+        return (-A.T * (self.rig.model_f0 * flfv)[None, :])[6:], (-A.T @ (self.rig.muscle_f0 * fpe))[6:]
 
     def _row_weights(self, data=None) -> np.ndarray:
         """Each jointed DOF's miss weighted by the acceleration it causes (1 / sqrt(M_jj)) at
@@ -350,14 +356,17 @@ class StandController(TrackingController):
         G, g_pe = self._generalised(sim, state)
         p = sim.muscles.params
         lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, sim.muscles.dt, p.F_eff, p.LD, p.LR)
+        s = self.rig.strength  # the solve is in the model's activations (_generalised)
+        lb, ub = s * lb, s * np.maximum(ub, lb)
         wanted = self.G0 @ (self.a0 - self.K @ np.concatenate([dq, qd])) + self.g0
         t1 = time.perf_counter()
         n_m = len(lb)
         info = {}
         x, status, act = _bounded_lsq(self._rows[:, None] * G, self._rows * (wanted - g_pe), np.ones(n_m), lb,
-                                      np.maximum(ub, lb), "newton", self._warm, np.zeros(n_m), self._active, n_m, info)
+                                      ub, "newton", self._warm, np.zeros(n_m), self._active, n_m, info)
         self._warm, self._active = x, act
         self.tally(t1 - t0, time.perf_counter() - t1, info)
+        x = x / s
         self.last = dict(q_ref=self.q0, activation=x, residual=np.zeros(6), status=status, contact_rows=0)
         return MuscleCommand(x, None, None)
 
