@@ -121,7 +121,9 @@ def test_a_fractional_lag_interpolates_the_plan_and_a_whole_one_shifts_it(rig, w
 def tired_walk(rig):
     from engine.take import simulate
 
-    return simulate(rig, [(WALK, WALK_S)], fatigue=fat.FatigueParams(scale=50), fps=30)
+    # the model's own forces (strength 1): the legs tire past the governor's threshold within
+    # seconds and far enough to halve the pace; at the default 3 they level off near 0.3
+    return simulate(rig, [(WALK, WALK_S)], fatigue=fat.FatigueParams(scale=50), fps=30, strength=1.0)
 
 
 def test_a_tired_walk_slows_down_as_its_legs_tire(rig, tired_walk):

@@ -113,14 +113,17 @@ def _fake_take(times, err, fell_at=None):
 
 def test_recovery_figures_on_a_known_error_curve():
     """Joint error 4 deg before a push at 5 s (0.2 s), 14 deg at its end, falling linearly
-    to 4 deg at 7.2 s: back (within 2 deg, 0.5 s mean, for 1 s) once the half-second
-    window's mean is <= 6 deg, i.e. a window starting at 6.55 s (its centre, 6.8 s, is at
-    6 deg). An error that rises only after the push ends is not back at its end."""
+    by 4.7 deg/s to 4 deg: back (within 2 deg, 0.5 s mean, for 1 s) once the half-second
+    window's mean is <= 6 deg. A window of 15 frames is the line's value at its centre,
+    7 frames in: 6 deg at 5.2 + 8 / 4.7 = 6.902 s, between frames 207 and 208, so the first
+    window back is centred on frame 208 and starts at frame 201, 6.7 s (a slope of 5 deg/s
+    put the crossing on a frame exactly, where rounding decided it). An error that rises
+    only after the push ends is not back at its end."""
     t = np.arange(0, 12 + 1e-9, 1 / 30)
-    err = np.where(t < 5.0, 4.0, np.where(t < 5.2, 14.0, np.clip(14.0 - (t - 5.2) * 5.0, 4.0, None)))
+    err = np.where(t < 5.0, 4.0, np.where(t < 5.2, 14.0, np.clip(14.0 - (t - 5.2) * 4.7, 4.0, None)))
     r = recovery(_fake_take(t, err), Push(5.0, (120.0, 0, 0), 0.2))
     assert r["baseline_err_deg"] == pytest.approx(4.0) and r["peak_err_deg"] == pytest.approx(14.0)
-    assert r["recovered_after_s"] == pytest.approx(6.55 - 5.2, abs=1.5 / 30)
+    assert r["recovered_after_s"] == pytest.approx(6.7 - 5.2, abs=1e-3)
     after = err[(t >= 5.2) & (t < 8.2)].mean()
     assert r["err_after_deg"] == pytest.approx(after, abs=1e-3)
     assert r["back_within_3s"] == bool(after <= 4.0 + BACK_DEG) and not r["fell"]

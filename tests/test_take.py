@@ -202,12 +202,21 @@ def test_effort_is_the_opening_f0_weighted_activation(short_takes, rig):
 
 
 def test_tired_walk_gives_way_when_the_effort_says(rig):
-    """Fatigue scale 50: half the legs' muscles walk above what 3CC-r holds for ever (1/6 of
-    their strength), so the opening effort predicts when a quarter of the legs' strength runs
-    out (measured 5.3 s); the gait holds before that (~5 deg) and gives way after (~17 deg)."""
+    """Fatigue scale 50 at the model's own forces (strength 1): half the legs' muscles walk
+    above what 3CC-r holds for ever (1/6 of their strength), so the opening effort predicts
+    when a quarter of the legs' strength runs out (measured 5.3 s); the gait holds before
+    that (~5 deg) and gives way after (~17 deg). At the default strength (3) the legs work
+    below that limit (~0.12), the effort gives them more than the take's 12 s (right leg
+    ~18 s, left never; measured), and the gait holds to the end."""
     from engine.take import simulate
 
-    take = simulate(rig, [(WALK, 12.0)], fatigue=fat.FatigueParams(scale=50), fps=30)
+    strong = simulate(rig, [(WALK, 12.0)], fatigue=fat.FatigueParams(scale=50), fps=30)
+    s = strong.meta["summary"]
+    assert s["strength"] == 3.0 and s["effort_by_group"]["right_leg"] < s["endurance_limit"]
+    assert all((s["exhausted_after_s_by_group"][g] or 1e9) > 12.0 for g in ("right_leg", "left_leg"))
+    err, t = strong.joint_err_deg, strong.times
+    assert err[t > 8.0].mean() < err[(t > 0.5) & (t < 4.0)].mean() + 2.0
+    take = simulate(rig, [(WALK, 12.0)], fatigue=fat.FatigueParams(scale=50), fps=30, strength=1.0)
     s = take.meta["summary"]
     legs = [s["exhausted_after_s_by_group"][g] for g in ("right_leg", "left_leg")]
     assert all(t is not None for t in legs), s["effort_by_group"]
