@@ -33,8 +33,7 @@ demo: $(STAMP)
 	$(VENV)/bin/sinew retarget $(MASS_MOTION)/walk.bvh --out $(OUT)/walk_ref.npz
 	$(VENV)/bin/sinew preview $(OUT)/walk_ref.npz --out $(OUT)/walk_sheet.png
 	$(VENV)/bin/sinew arm-hold --out $(OUT)/arm_hold
-	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh:20 --fatigue-scale 50 --out $(OUT)/tired_walk
-	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh:10 --balance --out $(OUT)/balanced_walk
+	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh:60 --fatigue-scale 50 --balance --out $(OUT)/tired_walk
 	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh@0.25:60 --residual 0 --fatigue-scale 50 --out $(OUT)/held_pose
 	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh@0.5:30 --controller policy --policy $(STAND_POLICY) --out $(OUT)/stand_policy
 	$(PY) scripts/demo_scene.py $(MASS_MOTION)/walk.bvh $(OUT)/demo_scene.blend

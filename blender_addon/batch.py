@@ -45,11 +45,13 @@ def parser() -> argparse.ArgumentParser:
                     help="heading mode: face TURN degrees to the left of the starting facing from TIME s on; repeat")
     ap.add_argument("--speed", type=float, default=None, help="heading mode's target speed in m/s (default 1)")
     ap.add_argument("--residual", type=float, default=None,
-                    help="tracking controller's root residual strength in body weights (default 1; 0 = none); "
-                         "a policy applies none")
-    ap.add_argument("--balance", action="store_true",
+                    help="for analysis: the tracking controller's root residual strength in body weights, a force "
+                         "on the pelvis nobody sees (default 0: none; above 0 the balance planner is off); a "
+                         "policy applies none")
+    ap.add_argument("--balance", action=argparse.BooleanOptionalAction, default=None,
                     help="tracking controller: plan balance ahead so the character carries itself with no root "
-                         "residual (predictive sampling; slow: ~30-60 s of computing a simulated second)")
+                         "residual (predictive sampling; on by default, off with --residual above 0; slow: "
+                         "~30-60 s of computing a simulated second in Blender)")
     ap.add_argument("--pace", type=float, default=None,
                     help="tracking controller's pace governor strength: tired legs play the clip slower, by "
                          "STRENGTH %% per %% of their motor units fatigued beyond a tenth, down to half pace "
@@ -101,7 +103,7 @@ def _run(argv, stop) -> int:
             if head.lower() == "action":  # the armature's action (ACTION@AT: its pose at AT s, held)
                 path = "ACTION" + (f"@{at}" if at else "")
             clips.append((path, seconds))
-        residual = check_balance(args.controller, args.balance, args.residual)[1]
+        planner, residual = check_balance(args.controller, args.balance, args.residual)
         pace = check_pace(args.controller, args.pace)
         context = bpy.context
         job = core.prepare_simulation(context, arm, clips, fps=args.fps, controller=args.controller,
@@ -109,7 +111,7 @@ def _run(argv, stop) -> int:
                                       r=args.r, residual=residual, seed=args.seed,
                                       repetitions=args.repetitions, keep_calibration=args.keep_calibration,
                                       pushes=args.push, pace=pace, mode=args.mode, noise_scale=args.noise_scale,
-                                      headings=args.heading, speed=args.speed, balance=args.balance,
+                                      headings=args.heading, speed=args.speed, balance=planner is not None,
                                       strength=args.strength)
         job.stop = stop
         take = job.run(keep_partial=True)

@@ -250,7 +250,7 @@ class SimulationJob:
     Cancelled, or returns the partial take with keep_partial (the batch script on Ctrl-C).
     """
 
-    def __init__(self, clips, fps: int, controller="tracking", fatigue=None, residual=1.0, seed=0,
+    def __init__(self, clips, fps: int, controller="tracking", fatigue=None, residual=0.0, seed=0,
                  backend="mujoco", policy=None, pushes=(), pace=1.0, mode="track", noise_scale=None, goals=(),
                  balance=None, strength=None):
         self.clips, self.fps, self.controller, self.balance = clips, int(fps), controller, balance
@@ -465,9 +465,9 @@ def bake_take(context, arm, take, frame_start: int | None = None, action_name: s
 
 # ---- one entry point for the operator and the batch script -----------------------------------
 def prepare_simulation(context, arm, clips, fps=None, controller="tracking", policy=None, fatigue_scale=50.0,
-                       F=0.01, R=0.002, r=2.0, residual=1.0, seed=0, repetitions=None, keep_calibration=False,
+                       F=0.01, R=0.002, r=2.0, residual=0.0, seed=0, repetitions=None, keep_calibration=False,
                        pushes=(), pace=1.0, mode="track", noise_scale=None, headings=(), speed=None,
-                       balance=False, strength=None) -> SimulationJob:
+                       balance=None, strength=None) -> SimulationJob:
     """Check everything before any work and return a job ready to run.
 
     clips: [(path or "ACTION", seconds or None)]; None seconds = the clip's own length (times
@@ -477,7 +477,8 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
     headings (TURN[@TIME] specs, a list or one text field) and speed: a policy's mode
     (engine.control.goals). balance: the tracking controller plans its balance without the
     residual (engine.control.balance; played in Blender's process, so `residual` is then
-    ignored). strength: the muscles' f0 x this (engine.take.check_strength: None is the tracking
+    ignored); None (the default) plans it unless `residual` asks for a residual (an analysis
+    take). strength: the muscles' f0 x this (engine.take.check_strength: None is the tracking
     default, and a policy's own). Nothing in the scene or the armature is changed."""
     from .engine.control.goals import check_policy_options, goals_from_specs
     from .engine.control.tracking import TrackingParams
@@ -487,6 +488,8 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
     planner = None
     if balance:  # the panel's residual field is then out of play
         planner, residual = check_balance(controller, True, None)
+    elif balance is None:  # on unless a residual is asked for (engine.take.check_balance)
+        planner, residual = check_balance(controller, None, residual or None)
     TrackingParams(residual=residual, pace=pace, balance=planner).validate()
     if controller == "tracking":
         strength = check_strength(controller, strength=strength)
@@ -517,11 +520,10 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
             raise ParameterError("policy", "the policy controller needs a policy file")
         if not Path(bpy_abspath(policy)).is_file():
             raise InputFileError(bpy_abspath(policy), "policy file not found")
-        from .engine.control.policy import check_policy_rig, load_policy
+        from .engine.control.policy import load_policy
 
-        policy = load_policy(bpy_abspath(policy))  # a broken file: refused now
+        policy = load_policy(bpy_abspath(policy), load_model())  # another rig, a broken file: refused now
         strength = check_strength(controller, policy, strength)  # its own; another refused
-        check_policy_rig(policy.meta, load_model().with_strength(strength), bpy_abspath(policy))  # another rig
     seconds = sum(round(120 * s) for _, s in out) / 120.0
     pushes = check_pushes(pushes, load_model(), seconds)  # inside the take
     goals = check_policy_options(controller, mode, noise_scale, goals, seconds,

@@ -117,11 +117,12 @@ class SINEW_PG_scene(bpy.types.PropertyGroup):
                     "of the starting facing (negative: right) from TIME s on, e.g. '90@5 0@12'; empty = straight on")
     speed: FloatProperty(name="Speed", default=1.0, min=0.0, soft_max=3.0, unit="VELOCITY",
                          description="Heading mode's target speed (m/s)")
-    residual: FloatProperty(name="Residual", default=1.0, min=0.0, soft_max=2.0,
-                            description="Root residual strength in body weights (0 = none: a held pose then "
-                                        "stands on its muscles alone; a moving clip falls within seconds unless Balance is on)")
+    residual: FloatProperty(name="Residual", default=0.0, min=0.0, soft_max=2.0,
+                            description="For analysis, with Balance off: a root residual strength in body weights, "
+                                        "a force on the pelvis nobody sees (0 = none: a held pose stands on its "
+                                        "muscles alone, a moving clip falls within seconds)")
     balance: BoolProperty(
-        name="Balance", default=False,
+        name="Balance", default=True,
         description="Plan balance ahead so the character carries itself on its muscles and the ground, with no "
                     "root residual (predictive sampling over small hip, ankle and spine offsets of the clip). "
                     "Slow: about 30-60 s of computing a second of take")

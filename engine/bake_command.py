@@ -43,6 +43,8 @@ def cmd_bake(args, extra: list[str] | None = None) -> int:
         passthrough += ["--push", push]
     if args.keep_calibration:
         passthrough.append("--keep-calibration")
+    if args.balance is not None:
+        passthrough.append("--balance" if args.balance else "--no-balance")
     for flag, value in (("--fatigue-scale", args.fatigue_scale), ("--F", args.F), ("--R", args.R), ("--r", args.r),
                         ("--strength", args.strength), ("--controller", args.controller), ("--policy", args.policy),
                         ("--residual", args.residual), ("--pace", args.pace), ("--seed", args.seed), ("--fps", args.fps),
@@ -113,7 +115,10 @@ def add_bake_parser(subparsers) -> argparse.ArgumentParser:
                    "literature forces being 1 (tracking default 3); a policy runs at the strength it was trained at")
     p.add_argument("--controller", choices=("tracking", "policy"), help="tracking (default, no training) or a trained policy")
     p.add_argument("--policy", help="policy .npz for --controller policy (sinew export-policy)")
-    p.add_argument("--residual", type=float, help="root residual strength in body weights (0 = none, default 1)")
+    p.add_argument("--residual", type=float, help="for analysis: root residual strength in body weights, a force "
+                   "on the pelvis nobody sees (default 0: none; above 0 the balance planner is off)")
+    p.add_argument("--balance", action=argparse.BooleanOptionalAction, default=None,
+                   help="plan balance ahead so the character carries itself (default on; off with --residual above 0)")
     p.add_argument("--pace", type=float, help="pace governor strength: tired legs play the clip slower "
                    "(default 1; 0 = the clip's own pace)")
     p.add_argument("--seed", type=int, help="random seed (default 0); same inputs and seed give the same take")

@@ -13,14 +13,15 @@ from . import take_report
 from .argtypes import number
 
 EPILOG = """examples:
-  sinew simulate --clip walk.bvh:60 --fatigue-scale 0 --out walk_take/
-  sinew simulate --clip run.bvh:60 --clip walk.bvh:20 --fatigue-scale 50 --out run_walk/ --json
+  sinew simulate --clip walk.bvh:60 --fatigue-scale 50 --out tired_walk/
+  sinew simulate --clip walk.bvh:20 --strength 1.5 --fatigue-scale 50 --out frail_walk/
+  sinew simulate --clip run.bvh:60 --clip walk.bvh:20 --fatigue-scale 50 --residual 1 --out run_walk/ --json
   sinew simulate --clip ref.npz:30 --residual 0.5 --fps 24 --seed 3
   sinew simulate --clip walk.bvh:10 --controller policy --policy walk_policy.npz
   sinew simulate --clip walk.bvh:20 --controller policy --policy P.npz --mode generate --noise-scale 0.5
   sinew simulate --clip walk.bvh:15 --controller policy --policy P.npz --mode heading --heading 90@5 --speed 1.2
   sinew simulate --clip walk.bvh:10 --push 4:0,-120,0:0.2 --push 7:120,0,0:0.2:Torso
-  sinew simulate --clip walk.bvh:10 --balance --out walk_balanced/
+  sinew simulate --clip walk.bvh@0.25:60 --fatigue-scale 50 --out held_pose/
   sinew simulate --clip cmu_walk.bvh:20 --keep-calibration
 
 --push TIME:FX,FY,FZ:SECONDS[:BODY] shoves the character: a world-frame force in newtons
@@ -32,14 +33,20 @@ the 3 s before the push). A calibration pose at the start of a BVH clip (T- or A
 frames that jump or ease into the motion) is skipped and said so; --keep-calibration
 keeps it.
 
---balance plays the tracking controller with no root residual and plans its balance
-ahead (engine/control/balance.py): every 0.1 s, 16 plans of small offsets to the clip's
-hips, ankles and spine are each played 0.8 s ahead on a copy of the simulation, and the
-cheapest (pelvis height and tilt, speed and joint error against the clip, a fall seen
-coming) is followed. The fresh bundled walk then walks on its muscles and the ground alone;
-it costs ~17-20 s of computing a simulated second on two cores (--workers N processes, default
-one per core; the take is the same whatever N). The report's "balance" line says how it
-steered.
+The character carries itself: by default the tracking controller plays with no root
+residual and plans its balance ahead (--balance, engine/control/balance.py): every 0.1 s,
+16 plans of small offsets to the clip's hips, ankles and spine are each played 0.8 s ahead
+on a copy of the simulation, and the cheapest (pelvis height and tilt, speed and joint error
+against the clip, a fall seen coming) is followed. The bundled walk walks on its muscles and
+the ground alone, fresh or tired; it costs ~15-20 s of computing a simulated second on two
+cores (--workers N processes, default one per core; the take is the same whatever N). The
+report's "balance" line says how it steered. A still pose (CLIP@AT) is stood by an LQR
+instead. --residual W (above 0) is for analysis, OpenSim-style: the tracker alone, helped by
+a bounded force on the pelvis that nobody could see, reported as such.
+
+--strength S multiplies every muscle's maximum isometric force (MASS's literature forces
+are 1; default 3, as the MuscleVAE release's stronger muscles: at 1 a tracked walk asks the
+legs for more than 3CC-r sustains, and a tired one gives way within seconds).
 
 --controller policy follows the chained clips through the policy's posterior, with the
 muscles alone (no residual: a policy that has not learnt balance falls, and the take
@@ -59,7 +66,7 @@ cadence, stride, knee flexion, trunk lean and root height over the take, beside 
 Before simulating, each clip is solved along its reference with the muscles free (no
 fatigue): the report says how much joint torque it asks beyond the muscles and how much
 root help beyond its foot contacts, and flags a clip beyond this body (the bundled sprint
-is; the walk is not): such a take leans on --residual, or falls without it.
+is; the walk is not): such a take falls, or leans on --residual if asked to.
 
 Ctrl-C (or SIGTERM) stops at the next step and writes the take so far, marked partial in
 take.npz and the report; the exit status is then 130 (143 for SIGTERM).
@@ -98,15 +105,17 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
                    "than 3CC-r sustains and a tired take gives way within seconds; the MuscleVAE release runs its legs "
                    "at ~5). Lower tires sooner. A policy runs at the strength it was trained at")
     p.add_argument("--residual", type=number("--residual", 0.0), default=None,
-                   help="tracking controller's root residual strength: bound on the pelvis 'hand of god' "
-                   "force in body weights (and torque in body weight x 1 m); 0 = none (default 1): clips that hold "
-                   "still are then stood on the muscles alone by an LQR about their nearest balanced pose, moving "
-                   "clips tracked without help (the walk falls after ~3 s: add --balance to plan its balance). A policy applies none")
-    p.add_argument("--balance", action="store_true",
+                   help="tracking controller's root residual strength, for analysis: bound on a 'hand of god' "
+                   "force on the pelvis in body weights (and torque in body weight x 1 m), the OpenSim practice. "
+                   "Default 0: none, the character carries itself. A residual above 0 plays the tracker without "
+                   "the balance planner. A policy applies none")
+    p.add_argument("--balance", action=argparse.BooleanOptionalAction, default=None,
                    help="tracking controller: plan balance ahead so the character carries itself on its muscles "
                    "and the ground, with no root residual (predictive sampling over small hip, ankle and spine "
                    "offsets of the reference, 16 candidates 0.8 s ahead every 0.1 s; engine/control/balance.py). "
-                   "Slow: ~20-40 s of computing a simulated second on 2 cores")
+                   "On by default (MuJoCo; off with --residual above 0). Slow: ~15-20 s of computing a simulated "
+                   "second on 2 cores. --no-balance: the tracker alone, which stands a still pose (an LQR) "
+                   "but lets a moving clip fall after ~3 s without --residual")
     p.add_argument("--workers", type=number("--workers", 0, integer=True), default=None, metavar="N",
                    help="processes that play --balance's candidates (default: one per CPU core; 0 = this "
                    "process); the take is the same whatever N")
@@ -166,12 +175,13 @@ def _simulate(args, stop) -> int:
         clips.append((path, seconds))
     fps = check_fps(args.fps)
     fatigue = fat.FatigueParams(scale=args.fatigue_scale).validate(1 / 120)
-    if args.workers is not None and not args.balance:
-        raise ParameterError("--workers", "sets the processes of --balance's planner; add --balance or leave it out")
     from .control.balance import default_workers
 
     workers = default_workers() if args.workers is None else int(args.workers)
-    balance, residual = check_balance(args.controller, args.balance, args.residual, workers)
+    balance, residual = check_balance(args.controller, args.balance, args.residual, workers, args.backend)
+    if args.workers is not None and balance is None:
+        raise ParameterError("--workers", "sets the processes of the balance planner, which this take does not "
+                             "use (a policy, --residual, --no-balance or --backend ode); leave it out")
     pace = check_pace(args.controller, args.pace)
     out = check_out_dir(args.out)
     if args.controller == "policy":
@@ -197,7 +207,7 @@ def _simulate(args, stop) -> int:
     if args.controller == "policy":
         from .control.policy import load_policy
 
-        policy = load_policy(args.policy)  # refuses another version or a broken file; simulate, another rig
+        policy = load_policy(args.policy, rig)  # refuses another rig, version or a broken file
         check_strength("policy", policy, args.strength)
     take = simulate(rig, [(r, s) for r, _, s in loaded], controller=args.controller, fatigue=fatigue, strength=args.strength,
                     backend=args.backend, seed=int(args.seed), fps=fps, params=params, policy=policy,

@@ -194,8 +194,8 @@ def check_pace(controller: str, pace: float | None) -> float:
 
 
 def check_residual(controller: str, residual: float | None) -> float:
-    """The root residual strength a take runs with (default 1 body weight); a policy applies none."""
-    return _tracking_option(controller, residual, "--residual", 1.0, "applies no root residual")
+    """The root residual strength a take runs with (default 0: none); a policy applies none."""
+    return _tracking_option(controller, residual, "--residual", 0.0, "applies no root residual")
 
 
 def check_strength(controller: str, policy=None, strength: float | None = None) -> float:
@@ -218,11 +218,18 @@ def check_strength(controller: str, policy=None, strength: float | None = None) 
     return DEFAULT_STRENGTH if strength is None else valid_strength(strength, "--strength")
 
 
-def check_balance(controller: str, balance: bool, residual: float | None, workers: int = 0):
+def check_balance(controller: str, balance: bool | None, residual: float | None, workers: int = 0,
+                  backend: str = "mujoco"):
     """The balance planner's settings (engine.control.balance.BalanceParams, or None without
     `balance`) and the residual strength the take then runs with: the planner balances
     without the residual, so it runs with 0, and a residual asked for beside it is refused.
+    `balance` None (the command line's, the panel's and the batch script's default) plans the
+    tracking controller's balance unless a residual is asked for (an analysis take, OpenSim
+    practice) or the backend is not MuJoCo (the planner copies MuJoCo's state); a take
+    without either stands only a still pose (the stand controller) and lets a moving clip fall.
     `workers`: processes that play its candidates (0: the calling process)."""
+    if balance is None:
+        balance = controller == "tracking" and not residual and backend == "mujoco"
     if not balance:
         return None, check_residual(controller, residual)
     if controller == "policy":

@@ -162,7 +162,14 @@ def test_balance_options_are_checked(rig):
         check_balance("tracking", True, 0.5)
     with pytest.raises(ParameterError, match="--balance"):
         check_balance("policy", True, None)
-    assert check_balance("tracking", True, None)[1] == 0.0 and check_balance("tracking", False, None) == (None, 1.0)
+    assert check_balance("tracking", True, None)[1] == 0.0 and check_balance("tracking", False, None) == (None, 0.0)
+    # the default (None): the planner for the tracker, unless a residual is asked for or the backend is ODE
+    planned, residual = check_balance("tracking", None, None)
+    assert isinstance(planned, BalanceParams) and residual == 0.0
+    assert check_balance("tracking", None, 0.0)[0] is not None
+    assert check_balance("tracking", None, 0.5) == (None, 0.5)
+    assert check_balance("tracking", None, None, backend="ode") == (None, 0.0)
+    assert check_balance("policy", None, None) == (None, 0.0)
     from engine.take import simulate
 
     with pytest.raises(ParameterError, match="--balance.*--backend mujoco"):
@@ -172,23 +179,23 @@ def test_balance_options_are_checked(rig):
     import sys
 
     r = subprocess.run([sys.executable, "-m", "engine", "simulate", "--clip", str(MOTION_DIR / "walk.bvh"),
-                        "--workers", "2"], capture_output=True, text=True)
+                        "--residual", "1", "--workers", "2"], capture_output=True, text=True)
     assert r.returncode == 2 and "--workers" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 def test_balanced_walk_outlasts_the_tracker_alone(tmp_path):
-    """Residual 0 from the walk's first frame: the tracker alone falls after ~3 s; `sinew
-    simulate --balance` walks on (4.5 s here) near the reference's joints and speed, and the
-    report says how it balanced."""
+    """Residual 0 from the walk's first frame: the tracker alone (`--no-balance`) falls after
+    ~3 s; `sinew simulate`, which plans its balance by default, walks on (4.5 s here) near the
+    reference's joints and speed, and the report says how it balanced."""
     import subprocess
     import sys
 
     cmd = [sys.executable, "-m", "engine", "simulate", "--clip", f"{MOTION_DIR / 'walk.bvh'}:4.5", "--no-plots",
            "--json"]
-    alone = subprocess.run(cmd + ["--residual", "0", "--out", str(tmp_path / "alone")], capture_output=True, text=True)
+    alone = subprocess.run(cmd + ["--no-balance", "--out", str(tmp_path / "alone")], capture_output=True, text=True)
     assert alone.returncode == 0, alone.stderr
     assert json.loads(alone.stdout.strip().splitlines()[-1])["fell"]
-    r = subprocess.run(cmd + ["--balance", "--out", str(tmp_path / "balanced")], capture_output=True, text=True)
+    r = subprocess.run(cmd + ["--out", str(tmp_path / "balanced")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout.strip().splitlines()[-1])
     assert not s["fell"] and s["residual_max_N"] == 0.0

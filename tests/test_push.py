@@ -158,8 +158,9 @@ def test_cli_push_errors_are_one_line_and_the_report_says_how_it_recovered(tmp_p
     assert "push        0.3 s: (0,-150,0) N for 0.2 s on Pelvis: peak joint error" in cap.err
     md = (out / "report.md").read_text()
     assert "| 0.3 | 0, -150, 0 | 0.2 | Pelvis | no |" in md
-    # the report opens with the fall and the residual, and sets the gait early against late
-    assert md.splitlines()[2] == "- Fell: no" and md.splitlines()[3].startswith("- Root residual: strength 1: mean ")
+    # the report opens with the fall and the residual (none: the default take balances on its
+    # own), and sets the gait early against late
+    assert md.splitlines()[2] == "- Fell: no" and md.splitlines()[3].startswith("- Root residual: none")
     assert "| cadence (steps/min) |" in md and "| M_F, right leg |" in md and "gait        first " in cap.err
 
 

@@ -76,7 +76,7 @@ def test_a_stronger_take_works_its_legs_less(rig):
 
 
 def test_a_policy_runs_at_its_own_strength(rig, tmp_path):
-    from engine.control.policy import load_policy
+    from engine.control.policy import check_policy_rig, load_policy
     from engine.take import check_strength, simulate
 
     old = load_policy(make_policy(rig, tmp_path / "old.npz"))  # no "strength": trained before it, at 1
@@ -87,11 +87,14 @@ def test_a_policy_runs_at_its_own_strength(rig, tmp_path):
     path = make_policy(strong, tmp_path / "strong.npz", meta_changes=dict(strength=2.0))
     take = simulate(rig, [(WALK, 0.2)], controller="policy", policy=str(path), progress=lambda f: None)
     assert take.meta["strength"] == 2.0
-    # the same file against the model at another strength: refused, and the message says why
+    pf = load_policy(path, rig)  # the model's rig, at the strength the file was trained at
+    # the same file against the rig at another strength: refused, and the message says why
     with pytest.raises(InputFileError, match="strength 2, not 1"):
-        load_policy(path, rig)
+        check_policy_rig(pf.meta, rig, path)
     with pytest.raises(InputFileError, match="trained for rig"):
         load_policy(make_policy(rig.with_strength(2.0), tmp_path / "odd.npz"), rig)  # says 1, fits neither
+    with pytest.raises(InputFileError, match="not a muscle strength"):
+        load_policy(make_policy(rig, tmp_path / "bad.npz", meta_changes=dict(strength="strong")), rig)
 
 
 def test_cli_reports_and_checks_strength(tmp_path):

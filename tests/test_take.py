@@ -157,10 +157,11 @@ def test_cli_refuses_bad_input_with_one_line(tmp_path):
 
 def test_residual_strength_is_the_trackers_alone():
     """One check for the CLI and the Blender batch script: the tracker's residual defaults to
-    1 body weight and keeps a given one; a policy runs with none and refuses one by name."""
+    none (issue 16: no take leans on a force nobody sees unless asked to) and keeps a given
+    one; a policy runs with none and refuses one by name."""
     from engine.take import check_residual
 
-    assert check_residual("tracking", None) == 1.0 and check_residual("tracking", 0.0) == 0.0
+    assert check_residual("tracking", None) == 0.0 and check_residual("tracking", 0.5) == 0.5
     assert check_residual("policy", None) == 0.0
     with pytest.raises(ParameterError, match="--residual"):
         check_residual("policy", 0.5)

@@ -61,7 +61,7 @@ class Collector:
 
     def __init__(self, cfg: dict):
         self.cfg = cfg
-        self.rig = load_rig(cfg["rig"])
+        self.rig = load_rig(cfg["rig"]).with_strength(cfg.get("strength", 1.0))
         self.gains = PDGains.for_rig(self.rig, cfg["stiffness"], cfg["damping"])
         self.new_simulation()
         self.tracks = [ReferenceTrack(self.rig, load_clip(c, self.rig)) for c in cfg["clips"]]

@@ -64,6 +64,9 @@ class TrainConfig:
     clips: list = field(default_factory=lambda: [str(SHARED_MOTION / "walk.bvh")])
     backend: str = "mujoco"
     fatigue_scale: float = 1.0
+    # the muscles' f0 x this (Rig.with_strength); the policy file records it and runs at it.
+    # 1 (MASS's forces) keeps the committed runs as they were; tracked takes default to 3
+    strength: float = 1.0
     stiffness: float = 20.0        # PDGains.for_rig
     damping: float = 2.0
     # networks (appendix B.1)
@@ -155,6 +158,9 @@ class TrainConfig:
             raise ParameterError("max_seconds", f"must be >= 0, got {self.max_seconds!r}")
         if not self.clips:
             raise ParameterError("clips", "list at least one clip (BVH or reference .npz)")
+        from engine.rig import valid_strength
+
+        valid_strength(self.strength)
         from engine.control.plan import split_hold
 
         for c in self.clips:

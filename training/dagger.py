@@ -327,7 +327,7 @@ class DaggerTrainer:
 
 def _model(cfg) -> Model:
     """The run's networks and the rig constants they need (the config's rig, PD gains, fatigue)."""
-    rig = load_rig(cfg.rig)
+    rig = load_rig(cfg.rig).with_strength(cfg.strength)
     gains = PDGains.for_rig(rig, cfg.stiffness, cfg.damping)
     return Model(rig, cfg, TorchMuscleSystem(rig, fat.FatigueParams(scale=cfg.fatigue_scale), 1.0 / 120.0, gains))
 

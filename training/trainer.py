@@ -146,7 +146,7 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
-        self.rig = load_rig(cfg.rig)
+        self.rig = load_rig(cfg.rig).with_strength(cfg.strength)
         gains = PDGains.for_rig(self.rig, cfg.stiffness, cfg.damping)
         self.tm = TorchMuscleSystem(self.rig, fat.FatigueParams(scale=cfg.fatigue_scale), 1.0 / 120.0, gains)
         self.model = Model(self.rig, cfg, self.tm)

@@ -247,6 +247,10 @@ _WORKER: dict = {}
 
 def _worker_init(sim, plan, params, balance) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the take's to handle (engine.interrupt)
+    # SIGTERM ends a worker, as Pool.terminate expects: forked from a take under
+    # engine.interrupt.stop_on_signals it would inherit the take's handler, which only sets a
+    # flag, and closing the planner after a Ctrl-C or a SIGTERM would wait on it for ever
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _WORKER["shadow"] = Shadow(sim, plan, params, balance)
 
 

@@ -279,13 +279,20 @@ def check_policy_rig(meta: dict, rig: Rig, path) -> None:
 
 def load_policy(path, rig: Rig | None = None) -> PolicyFile:
     """Read and validate a policy file; InputFileError naming the file on anything wrong:
-    not a zip / truncated, another format or version, another rig, missing or bad arrays."""
+    not a zip / truncated, another format or version, another rig (`rig`, at the muscle
+    strength the policy was trained at), missing or bad arrays."""
     path = Path(path)
     meta, data = read_npz(path, FORMAT, FORMAT_VERSION, "policy",
                           hint="re-export it with `sinew export-policy`")
     rmeta = meta.get("rig") or {}
-    if rig is not None:
-        check_policy_rig(meta, rig, path)
+    if rig is not None:  # this rig, at the strength the policy was trained at (engine.take.check_strength)
+        from ..rig import valid_strength
+
+        try:
+            trained = valid_strength(meta.get("strength", 1.0))
+        except ParameterError:
+            raise InputFileError(path, f"meta strength {meta.get('strength')!r} is not a muscle strength") from None
+        check_policy_rig(meta, rig.with_strength(trained), path)
     for k, a in data.items():
         if a.dtype.kind != "f" or not np.all(np.isfinite(a)):
             raise InputFileError(path, f"array {k!r} must hold finite floats")
