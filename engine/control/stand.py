@@ -248,8 +248,8 @@ class StandController(TrackingController):
         sim.state = sim.physics.body_state()
         G, g_pe = self._generalised(sim, sim.state)
         self._about(sim, q0, u0, A, B, G, g_pe, self._row_weights())
-        self._warm = a0 = self.a0
-        a0 = a0 / self.rig.strength  # the design's activations are the model's (_generalised)
+        self._warm = self.a0  # the solve's warm start, in the model's activations (_generalised)
+        a0 = self.a0 / self.rig.strength
         sim.fatigue.MA[:] = a0  # the muscles already holding the pose
         sim.fatigue.MR[:] = 1.0 - a0 - sim.fatigue.MF
         moved = self.plan.space.diff(q_ref, q0)
@@ -323,9 +323,9 @@ class StandController(TrackingController):
         The design (balanced pose, a0, K, the solve) is in the activations of the model's f0
         (Rig.model_f0), a' = strength x activation: on a stronger rig (Rig.with_strength) it
         is the model's design in torque, played at 1/strength of the activation. Designed on
-        the stronger f0 itself it fell within 1 s at strength 3 and within 16 s at 2 (scale
-        50; 120 s at 1): the balanced pose, priced in a fraction of the muscles' capacity,
-        moved, and its loop lost its margin."""
+        the stronger f0 itself (the balanced pose, priced in fractions of the muscles'
+        capacity, then moves) it fell within 1 s at strength 3 and within 16 s at 2 (walk
+        frames 0 and 30 held at fatigue scale 50; 120 s at 1; balance.md, fourteenth session)."""
         flfv, fpe, A, _ = self.muscle_terms(sim, state, margin=-np.inf)  # no contact rows: not used here
         return (-A.T * (self.rig.model_f0 * flfv)[None, :])[6:], (-A.T @ (self.rig.muscle_f0 * fpe))[6:]
 
