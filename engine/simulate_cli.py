@@ -161,7 +161,7 @@ def _simulate(args, stop) -> int:
     from .errors import InputFileError, ParameterError
     from .control.goals import check_policy_options, goals_from_specs
     from .push import check_pushes, parse_push
-    from .take import check_balance, check_clips, check_fps, check_pace, check_strength
+    from .take import check_balance, check_clips, check_fps, check_pace
 
     # everything checked before any work, one line each
     pushes = [parse_push(spec) for spec in args.push]
@@ -208,7 +208,6 @@ def _simulate(args, stop) -> int:
         from .control.policy import load_policy
 
         policy = load_policy(args.policy, rig)  # refuses another rig, version or a broken file
-        check_strength("policy", policy, args.strength)
     take = simulate(rig, [(r, s) for r, _, s in loaded], controller=args.controller, fatigue=fatigue, strength=args.strength,
                     backend=args.backend, seed=int(args.seed), fps=fps, params=params, policy=policy,
                     pushes=pushes, stop=stop, mode=args.mode, noise_scale=args.noise_scale, goals=goals)

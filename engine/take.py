@@ -210,7 +210,9 @@ def check_strength(controller: str, policy=None, strength: float | None = None) 
     Policy: the strength it was trained at (its file says; 1 before files said), and another
     is refused: its muscles would answer its actions otherwise than they did in training."""
     if controller == "policy":
-        trained = float(policy.meta.get("strength", 1.0))
+        from .control.policy import trained_strength
+
+        trained = trained_strength(policy.meta)
         if strength is not None and float(strength) != trained:
             raise ParameterError("--strength", f"{strength:g}: the policy was trained at strength {trained:g}; "
                                  "leave --strength out (a policy runs at its own) or train one at this strength")

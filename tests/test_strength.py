@@ -93,8 +93,9 @@ def test_a_policy_runs_at_its_own_strength(rig, tmp_path):
         check_policy_rig(pf.meta, rig, path)
     with pytest.raises(InputFileError, match="trained for rig"):
         load_policy(make_policy(rig.with_strength(2.0), tmp_path / "odd.npz"), rig)  # says 1, fits neither
-    with pytest.raises(InputFileError, match="not a muscle strength"):
-        load_policy(make_policy(rig, tmp_path / "bad.npz", meta_changes=dict(strength="strong")), rig)
+    for r in (rig, None):  # checked whether or not a rig is given
+        with pytest.raises(InputFileError, match="not a muscle strength"):
+            load_policy(make_policy(rig, tmp_path / "bad.npz", meta_changes=dict(strength="strong")), r)
 
 
 def test_cli_reports_and_checks_strength(tmp_path):

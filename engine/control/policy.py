@@ -260,13 +260,19 @@ class PolicyFile:
                                         np.concatenate([sn, z], -1))
 
 
+def trained_strength(meta: dict) -> float:
+    """The muscle strength a policy was trained at (Rig.with_strength; load_policy checks it;
+    files from before it was recorded: 1)."""
+    return float(meta.get("strength", 1.0))
+
+
 def check_policy_rig(meta: dict, rig: Rig, path) -> None:
     """InputFileError naming the file when the policy was trained for another rig, or for
     this one at another strength (Rig.with_strength: its muscles would answer otherwise)."""
     rmeta = meta.get("rig") or {}
     if rmeta.get("name") == rig.name and rmeta.get("fingerprint") == rig_fingerprint(rig):
         return
-    trained = float(meta.get("strength", 1.0))
+    trained = trained_strength(meta)
     if rmeta.get("name") == rig.name and trained != rig.strength \
             and rmeta.get("fingerprint") == rig_fingerprint(rig.with_strength(trained)):
         raise InputFileError(path, f"policy was trained at muscle strength {trained:g}, not {rig.strength:g}; "
@@ -285,14 +291,14 @@ def load_policy(path, rig: Rig | None = None) -> PolicyFile:
     meta, data = read_npz(path, FORMAT, FORMAT_VERSION, "policy",
                           hint="re-export it with `sinew export-policy`")
     rmeta = meta.get("rig") or {}
-    if rig is not None:  # this rig, at the strength the policy was trained at (engine.take.check_strength)
-        from ..rig import valid_strength
+    from ..rig import valid_strength
 
-        try:
-            trained = valid_strength(meta.get("strength", 1.0))
-        except ParameterError:
-            raise InputFileError(path, f"meta strength {meta.get('strength')!r} is not a muscle strength") from None
-        check_policy_rig(meta, rig.with_strength(trained), path)
+    try:
+        valid_strength(meta.get("strength", 1.0))
+    except ParameterError:
+        raise InputFileError(path, f"meta strength {meta.get('strength')!r} is not a muscle strength") from None
+    if rig is not None:  # this rig, at the strength the policy was trained at (engine.take.check_strength)
+        check_policy_rig(meta, rig.with_strength(trained_strength(meta)), path)
     for k, a in data.items():
         if a.dtype.kind != "f" or not np.all(np.isfinite(a)):
             raise InputFileError(path, f"array {k!r} must hold finite floats")
