@@ -84,6 +84,15 @@ def children_ignore_sigint():
         yield
 
 
+def forked_worker_signals() -> None:
+    """For a pool worker forked from a process that handles signals (stop_on_signals):
+    Ctrl-C, sent to the whole process group, is the parent's to handle, and SIGTERM ends the
+    worker, as Pool.terminate expects (the inherited handler only sets a flag, so a pool
+    closed after a signal, or after its work, would wait on its workers for ever)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def stopped_line(command: str, flag: StopFlag, where: str, kept: str) -> str:
     """The one line a command prints when a signal stopped it, e.g. 'sinew simulate: stopped
     by SIGINT at t = 12.30 s of 60.00 s; kept the partial take in out/ (take.npz, ...)'."""

@@ -129,6 +129,41 @@ def test_balance_planner_is_the_same_in_workers_and_in_process(rig):
     assert b["offset_deg_max"] > 0  # it steered
 
 
+def test_planner_resumed_at_a_checkpoint_plays_on_bit_for_bit(rig):
+    """BalancePlanner.checkpoint / resume (the start states of a DAgger run): a planner put back
+    at a checkpoint from another state plays the same steps again, bit for bit: the same
+    activations and the same physics."""
+    from engine.control.balance import BalanceParams, BalancePlanner
+    from engine.control.plan import MotionPlan, load_clip
+    from engine.simulation import Simulation
+
+    ref, name = load_clip(rig, MOTION_DIR / "walk.bvh")
+    plan = MotionPlan(rig, [(ref, 2.0, name)])
+    sim = Simulation(rig)
+    q0, v0, _ = plan.sample(0)
+    sim.start_at(q0, v0)
+    planner = BalancePlanner(sim, plan, TrackingParams(residual=0.0), BalanceParams(candidates=4, horizon=24), seed=1)
+
+    def play(n):
+        acts = []
+        for _ in range(n):
+            cmd = planner.act(sim, sim.state)
+            sim.step(cmd)
+            acts.append(cmd.activation.copy())
+        return np.array(acts), sim.physics.get_q()[0].copy()
+
+    play(18)  # mid-plan: the checkpoint holds a plan made 6 steps ago, set here to steer for sure
+    planner.U = np.full_like(planner.U, 0.05)
+    cp = planner.checkpoint(sim)
+    planner.resume(sim, cp, seed=5)
+    first, q_first = play(30)  # two replans: the plan, the solver's warm start, the pace, the contacts carried
+    play(7)  # on, elsewhere
+    planner.resume(sim, cp, seed=5)
+    again, q_again = play(30)
+    assert np.array_equal(first, again) and np.array_equal(q_first, q_again)
+    assert np.isfinite(q_again).all() and q_first[2] > 0.8
+
+
 def test_candidates_spread_their_noise_from_sigma_min_to_sigma(rig):
     """The candidates: the last plan shifted, no offsets, then the shifted plan x decay plus
     Gaussian noise whose scale runs evenly from sigma_min to sigma over them."""

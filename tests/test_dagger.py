@@ -183,3 +183,29 @@ def test_a_dagger_run_needs_a_stance_its_expert_can_hold(tmp_path):
     cfg_path.write_text('base = "%s"\nbackend = "ode"\n' % (REPO / "training/configs/stand.toml"))
     with pytest.raises(ParameterError, match=r"walk\.bvh@0\.5.*mujoco backend"):
         DaggerTrainer(load_config(cfg_path), tmp_path / "run")
+
+
+def test_balance_expert_episodes_are_the_same_in_forked_workers(tmp_path):
+    """A [dagger] run taught by the balance planner (expert "balance", the walk config's): its
+    start states come from the expert's own take, and a round's episodes played in two forked
+    processes label the same states with the same actions as played here, in the same order."""
+    from training.config import load_config
+    from training.dagger import DaggerTrainer
+
+    cfg_path = tmp_path / "c.toml"
+    cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n'
+                        "[dagger]\nsnapshot_seconds = 0.2\nsnapshot_every = 0.1\nworkers = 2\n"
+                        % (REPO / "training/configs/walk.toml"))
+    tr = DaggerTrainer(load_config(cfg_path), tmp_path / "run")
+    assert len(tr.starts) == 3 and [s["steps"] for s in tr.starts] == [0, 12, 24]
+    jobs = [dict(seed=[0, k], seconds=0.1, learner=False, velocity_noise=0.03) for k in range(2)]
+    forked = tr._play(jobs)
+    data = {k: np.array(v) for k, v in tr.data.items()}
+    for v in tr.data.values():
+        v.clear()
+    tr.d.workers = 1
+    here = tr._play(jobs)
+    assert forked == here and [t for t, _ in here] == pytest.approx([0.1, 0.1])
+    assert len(data["label"]) == 24 and data["on"].any()
+    for k, v in tr.data.items():
+        assert np.array_equal(np.array(v), data[k]), k

@@ -17,11 +17,13 @@ EPILOG_TRAIN = """examples:
   sinew train --config heading --out runs/walk --resume      # add the heading/speed task policy
   sinew train --config tiny --out runs/tiny --json           # summary as JSON on the last line
   sinew train --config stand --out runs/stand                # DAgger from the stand controller (~12 min)
+  sinew train --config walk --out runs/walk_dagger           # DAgger from the balanced tracker (~1 h)
 
 --config takes a TOML path or a name from training/configs (tiny, walk_cpu, paper, heading,
-stand). A config with a [dagger] table teaches the policy from an expert controller instead
-(training/dagger.py: the stand controller holding the clip's CLIP@SECONDS pose); --iterations
-then counts DAgger rounds, and such a run does not resume.
+stand, walk). A config with a [dagger] table teaches the policy from an expert controller
+instead (training/dagger.py: the stand controller holding the clip's CLIP@SECONDS pose, or
+with expert = "balance" the tracking controller steered by the balance planner, walking the
+clip with no residual); --iterations then counts DAgger rounds, and such a run does not resume.
 The run folder gets checkpoint.pt, log.csv, learning_curve.png and config.json.
 Ctrl-C (or SIGTERM) stops after the iteration under way and saves the checkpoint, which
 --resume continues; the exit status is then 130 (143 for SIGTERM).
@@ -42,7 +44,7 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
                               description="Train a MuscleVAE policy (MuscleVAE Algorithm 1): rollouts in "
                               "the simulator, a learned world model, prior/posterior/policy trained "
                               "through it; with a [task] table, the heading/speed policy (appendix B.3); "
-                              "with a [dagger] table, taught by the stand controller (DAgger).",
+                              "with a [dagger] table, taught by an expert controller (DAgger).",
                               epilog=EPILOG_TRAIN, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="TOML config path or name in training/configs (required unless --resume)")
     p.add_argument("--out", default=None, help="run folder (default runs/<config name>)")
@@ -134,14 +136,14 @@ def _train(args, stop) -> int:
 
 
 def _train_dagger(args, cfg, out, stop) -> int:
-    """A config with a [dagger] table: the policy taught by the stand controller (training/dagger.py)."""
+    """A config with a [dagger] table: the policy taught by an expert controller (training/dagger.py)."""
     from engine.errors import ParameterError
 
     from .dagger import CHECKPOINT, DaggerTrainer
 
     if args.resume:
-        raise ParameterError("resume", "a [dagger] run does not resume (the whole run takes about 12 minutes and "
-                             "its labels are not kept); train it again into a new --out")
+        raise ParameterError("resume", "a [dagger] run does not resume (its labels are not kept); train it "
+                             "again into a new --out")
     if (out / CHECKPOINT).exists():
         raise ParameterError("out", f"{out} already holds a run; choose another --out")
     tr = DaggerTrainer(cfg, out)

@@ -32,9 +32,11 @@ class TaskConfig:
 @dataclass
 class DaggerConfig:
     """Teaching the policy from an expert controller (DAgger, Ross, Gordon and Bagnell 2011):
-    training/dagger.py. The expert is the stand controller, so the run's one clip must hold a
-    pose (CLIP@SECONDS) that stands on its feet."""
+    training/dagger.py. The expert is the stand controller ("stand": the run's one clip must
+    hold a pose, CLIP@SECONDS, that stands on its feet) or the tracking controller steered by
+    the balance planner ("balance": the run's one clip is tracked, looped, with no residual)."""
 
+    expert: str = "stand"
     rounds: int = 8
     episodes: int = 8              # per round, each from a start state with perturbed velocities
     episode_seconds: float = 4.0
@@ -46,12 +48,18 @@ class DaggerConfig:
                                      # it falls once its fatigue inputs leave what it was taught on
     fall_margin_seconds: float = 1.0  # labels of the last seconds before a fall are dropped
     push_force: float = 0.0        # N: each episode shoved at the pelvis (0.2 s, any horizontal direction, up to this)
+    # x the squared joint-torque error (in units of 10 N m) that the policy's force errors make
+    # through the moment arms, beside the per-muscle force error: the motion depends on the
+    # torques, and muscles that share a joint may trade force (0: the force error alone)
+    torque_weight: float = 0.0
     fit_steps: int = 3000          # gradient steps per round, on everything gathered so far
     fit_batch: int = 256
     lr: float = 1e-3
     eval_seconds: float = 60.0     # the learner alone from the start, after each round ...
     eval_starts: int = 3           # ... this many times: unperturbed, then with velocity_noise
     period: int = 1                # physics steps per decision (1: 120 Hz, as the expert decides)
+    snapshot_every: float = 1.0    # s between the start states taken along the expert's own take
+    workers: int = 1               # processes playing a round's episodes (forked; the run is the same)
 
 
 @dataclass
@@ -168,21 +176,31 @@ class TrainConfig:
                 raise InputFileError(c, "clip not found")
         if self.dagger is not None:
             d = self.dagger
-            for k in ("rounds", "episodes", "fit_steps", "fit_batch", "period", "eval_starts"):
+            if d.expert not in ("stand", "balance"):
+                raise ParameterError("dagger.expert", f"{d.expert!r}: choose stand or balance")
+            for k in ("rounds", "episodes", "fit_steps", "fit_batch", "period", "eval_starts", "workers"):
                 v = getattr(d, k)
                 if not isinstance(v, int) or v < 1:
                     raise ParameterError(f"dagger.{k}", f"must be an integer >= 1, got {v!r}")
-            for k in ("episode_seconds", "lr", "eval_seconds"):
+            for k in ("episode_seconds", "lr", "eval_seconds", "snapshot_every"):
                 if not (getattr(d, k) > 0):
                     raise ParameterError(f"dagger.{k}", f"must be > 0, got {getattr(d, k)!r}")
-            for k in ("velocity_noise", "action_noise", "snapshot_seconds", "fall_margin_seconds", "push_force"):
+            for k in ("velocity_noise", "action_noise", "snapshot_seconds", "fall_margin_seconds", "push_force",
+                      "torque_weight"):
                 if not (getattr(d, k) >= 0):
                     raise ParameterError(f"dagger.{k}", f"must be >= 0, got {getattr(d, k)!r}")
             if not (0 <= d.beta_decay <= 1):
                 raise ParameterError("dagger.beta_decay", f"must be in [0, 1], got {d.beta_decay!r}")
-            if len(self.clips) != 1 or split_hold(self.clips[0])[1] is None:
+            if d.expert == "stand" and (len(self.clips) != 1 or split_hold(self.clips[0])[1] is None):
                 raise ParameterError("clips", "a [dagger] run learns from the stand controller: give one clip "
                                      "with the pose to hold, as CLIP@SECONDS")
+            if d.expert == "balance":
+                if len(self.clips) != 1:
+                    raise ParameterError("clips", "a [dagger] run with the balance expert tracks one clip (looped)")
+                if d.period != 1:
+                    raise ParameterError("dagger.period", "the balance planner decides every physics step: period 1")
+                if self.backend != "mujoco":
+                    raise ParameterError("backend", "the balance planner plays its rollouts on mujoco")
         return self
 
     def to_dict(self) -> dict:

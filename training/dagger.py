@@ -1,26 +1,32 @@
 """Teaching the MuscleVAE policy from an expert that balances: DAgger (Ross, Gordon and
-Bagnell 2011) from the stand controller (engine.control.stand, an LQR on the muscles that
-holds a pose 120 s) into the prior, posterior and policy networks.
+Bagnell 2011) into the prior, posterior and policy networks. The expert (config
+`dagger.expert`) is the stand controller (engine.control.stand, an LQR on the muscles that
+holds a pose 120 s) or the balance planner ("balance": the tracking controller steered by
+engine.control.balance, which walks a clip on the muscles alone).
 
-Each round plays `episodes` from start states with perturbed velocities: round 0 the expert
-(its activations with noise, so the states leave its own path), every later round the policy
-so far, the expert's action played instead with probability beta_decay^round. Every visited
-state is labelled with the expert's answer there, as a PD action (eq. 11): the target length
-whose muscle-space PD force (eq. 4) is the force the expert's activation makes
-(engine.muscle.pd_action_for_force), so the policy keeps the product's action
-and its 120 Hz PD loop. New networks are fit on everything gathered (`fit_steps` per round):
-the force error in units of f0, one-sided where the expert leaves a muscle off (any target long
-enough that the PD does not pull is right), plus beta x the KL term (eq. 41). After each round
-the policy alone stands from the start (`eval_starts` times: unperturbed, then with the start
-noise) and the log says for how long on average; the run keeps the round whose policy stood
-longest (DAgger's choice among its policies), and export writes that one.
+Each round plays `episodes` from start states with perturbed velocities (states along the
+expert's own take, one every `snapshot_every` s): round 0 the expert (its activations with
+noise, so the states leave its own path), every later round the policy so far, the expert's
+action played instead with probability beta_decay^round. Every visited state is labelled with
+the expert's answer there, as a PD action (eq. 11): the target length whose muscle-space PD
+force (eq. 4) is the force the expert's activation makes (engine.muscle.pd_action_for_force),
+so the policy keeps the product's action and its 120 Hz PD loop. The balance planner answers
+at a visited state as it would if it took over there: it plans from that state, on from its
+own last plan. A round's episodes play in `workers` forked processes (the same labels as in
+one). New networks are fit on everything gathered (`fit_steps` per round): the force error in
+units of f0, one-sided where the expert leaves a muscle off (any target long enough that the
+PD does not pull is right), plus beta x the KL term (eq. 41). After each round the policy
+alone plays from the start (`eval_starts` times: unperturbed, then with the start noise) and
+the log says for how long on average and its joint error; the run keeps the round whose
+policy lasted longest (DAgger's choice among its policies), and export writes that one.
 
-    tr = DaggerTrainer(cfg, out_dir)    # cfg.dagger set, one clip CLIP@SECONDS
+    tr = DaggerTrainer(cfg, out_dir)    # cfg.dagger set, one clip (CLIP@SECONDS for "stand")
     tr.train()                          # returns the summary figures
 
-Decisions are at 120 Hz (`period` 1): held for MuscleVAE's 20 Hz, the expert itself falls within
-1.5 s (docs/research/policy_from_expert.md). A DAgger run does not resume: the whole run takes
-about 12 minutes and its labels are not kept.
+Decisions are at 120 Hz (`period` 1): held for MuscleVAE's 20 Hz, the stand controller itself
+falls within 1.5 s (docs/research/policy_from_expert.md). A DAgger run does not resume: its
+labels are not kept. The stand run takes about 12 minutes, the walk (configs/walk.toml) about
+an hour on two cores: a balance label costs ~0.2 s of one core (the planner's rollouts).
 """
 from __future__ import annotations
 
@@ -40,13 +46,15 @@ from engine.control import policy as P
 from engine.control.plan import MotionPlan, load_clip
 from engine.control.stand import is_stance, start_stance
 from engine.errors import ParameterError
-from engine.interrupt import StopFlag
+from engine.interrupt import StopFlag, forked_worker_signals
 from engine.muscle_step import PDGains
 from engine.progress import Progress
 from engine.push import Push, PushSchedule
 from engine.rig import load_rig
 from engine.simulation import MuscleCommand, Simulation
-from engine.take import FALL_ROOT_HEIGHT
+from engine.control.balance import BalanceParams, BalancePlanner
+from engine.control.tracking import TrackingParams
+from engine.take import FALL_ROOT_HEIGHT, joint_errors_deg
 
 from .model import Model
 from .networks import VAE
@@ -55,8 +63,9 @@ from .trainer import CHECKPOINT, STD_FLOOR, policy_file_arrays
 
 LOG = "log.csv"
 PLOT = "learning_curve.png"
+TORQUE_UNIT = 10.0  # N m: the joint-torque error's unit in the fit (config dagger.torque_weight)
 LOG_COLUMNS = ["round", "labels", "seconds", "beta", "episodes_stood_s", "fit_loss", "force_err_f0",
-               "eval_stood_s", "eval_min_s", "eval_seconds"]
+               "torque_err_nm", "eval_stood_s", "eval_min_s", "eval_seconds", "eval_error_deg"]
 
 
 def action_labels(sim, activation: np.ndarray, gains: PDGains) -> tuple[np.ndarray, np.ndarray]:
@@ -96,57 +105,72 @@ class DaggerTrainer:
         self.model = _model(cfg)
         self.rig = rig = self.model.rig
         self.gains = self.model.tm.gains
-        self.rng = np.random.default_rng([cfg.seed, 3])
         self.gen = torch.Generator().manual_seed(cfg.seed + 11)
         self.round = 0
         self.seconds = 0.0
         self.stop = StopFlag()
         self.last: dict = {}
         self.best: dict = {}  # the round whose policy stood longest alone (the latest of equals)
-        self.data = {k: [] for k in ("state", "target", "label", "on")}
+        self.data = {k: [] for k in ("state", "target", "label", "on") + (("arms",) if self.d.torque_weight else ())}
 
         ref, name = load_clip(rig, cfg.clips[0])
-        longest = max(self.d.episode_seconds, self.d.eval_seconds, self.d.snapshot_seconds)
+        longest = max(self.d.episode_seconds, self.d.eval_seconds) + self.d.snapshot_seconds
         self.plan = MotionPlan(rig, [(ref, longest + 1.0, name)])
         self.sim = sim = Simulation(rig, cfg.backend, fatigue=fat.FatigueParams(scale=cfg.fatigue_scale),
                                     gains=self.gains)
         q0, v0, _ = self.plan.sample(0)
-        sim.physics.set_q(q0, v0)
-        sim.state = sim.physics.body_state()
-        if not is_stance(sim, self.plan):
-            raise ParameterError("clips", f"{cfg.clips[0]}: the stand controller, the expert of a [dagger] "
-                                 "run, needs a held pose standing on its feet, on the mujoco backend")
-        self.expert = start_stance(sim, self.plan)
+        if self.d.expert == "stand":
+            sim.physics.set_q(q0, v0)
+            sim.state = sim.physics.body_state()
+            if not is_stance(sim, self.plan):
+                raise ParameterError("clips", f"{cfg.clips[0]}: the stand controller, the expert of a [dagger] "
+                                     "run, needs a held pose standing on its feet, on the mujoco backend")
+            self.expert = start_stance(sim, self.plan)
+        else:  # the tracker steered by the balance planner, started as a take starts (engine.take.simulate)
+            sim.start_at(q0, v0)
+            self.expert = BalancePlanner(sim, self.plan, TrackingParams(residual=0.0), BalanceParams(), cfg.seed)
         self.track = P.PlanTrack(rig, self.plan, self.d.period)
         self.W = P.fatigue_weights(rig)
         self.starts = [self._snapshot()]
-        if self.d.snapshot_seconds:  # the expert's own take, a start state every second (fatigue grows along it)
+        every = max(int(round(self.d.snapshot_every * 120)), 1)
+        if self.d.snapshot_seconds:  # the expert's own take, a start state every snapshot_every s (fatigue grows along it)
             for _ in range(int(self.d.snapshot_seconds * 120)):
                 sim.step(self.expert.act(sim, sim.state))
-                if sim.steps % 120 == 0:
-                    self.starts.append(self._snapshot())
                 if self._fallen():
                     break
+                if sim.steps % every == 0:
+                    self.starts.append(self._snapshot())
 
     # ---- the simulation -------------------------------------------------------------------------
     def _snapshot(self):
+        if isinstance(self.expert, BalancePlanner):
+            return self.expert.checkpoint(self.sim)
         data = mujoco.MjData(self.sim.physics.model)
         mujoco.mj_copyData(data, self.sim.physics.model, self.sim.physics.data)
         return data, self.sim.fatigue.copy(), self.sim.steps
 
     def _fallen(self) -> bool:
-        return float(self.sim.state.pos[0, 2]) < FALL_ROOT_HEIGHT
+        """The pelvis below the fall height, or the physics diverged (its labels would be wild)."""
+        s = self.sim.state
+        speed = np.linalg.norm(s.linvel, axis=1)
+        return (not np.isfinite(speed).all() or float(speed.max()) > self.sim.max_speed
+                or float(s.pos[0, 2]) < FALL_ROOT_HEIGHT)
 
     def reset(self, rng, velocity_noise: float, start: int | None = None) -> None:
         """To a start state (a random one unless `start`), every DOF's velocity perturbed."""
         sim = self.sim
-        data, fatigue, steps = self.starts[int(rng.integers(len(self.starts))) if start is None else start]
-        mujoco.mj_copyData(sim.physics.data, sim.physics.model, data)
-        sim.fatigue, sim.steps = fatigue.copy(), steps
+        snap = self.starts[int(rng.integers(len(self.starts))) if start is None else start]
+        if isinstance(self.expert, BalancePlanner):
+            self.expert.resume(sim, snap, rng.integers(2 ** 32))
+        else:
+            data, fatigue, steps = snap
+            mujoco.mj_copyData(sim.physics.data, sim.physics.model, data)
+            sim.fatigue, sim.steps = fatigue.copy(), steps
         q, qd = sim.physics.get_q()
         sim.physics.set_q(q, qd + velocity_noise * rng.standard_normal(len(qd)))
         sim.state = sim.physics.body_state()
-        self.expert.design_for(sim)
+        if not isinstance(self.expert, BalancePlanner):
+            self.expert.design_for(sim)
 
     def policy_file(self) -> P.PolicyFile:
         arrays, meta = policy_file_arrays(self.model, self.cfg)
@@ -161,6 +185,7 @@ class DaggerTrainer:
         self.reset(rng, velocity_noise, start)
         sim, period = self.sim, self.d.period
         t0, n0 = sim.time, len(self.data["label"])
+        err_sum, err_n = 0.0, 0
         pushes = PushSchedule(self.rig, [self._random_push(rng, t0)] if push else [], sim.dt)
         action = None
         for i in range(int(round(seconds * 120))):
@@ -168,7 +193,11 @@ class DaggerTrainer:
             if i % period == 0:
                 s = sim.state
                 play_expert = learner is None or rng.random() < beta
-                expert = self.expert.act(sim, s) if (label or play_expert) else None
+                try:
+                    expert = self.expert.act(sim, s) if (label or play_expert) else None
+                except (ArithmeticError, ValueError, np.linalg.LinAlgError):  # the expert's solve broke down
+                    self._drop_before_fall(n0)
+                    break
                 if label:
                     self._label(expert.activation)
                 if play_expert:
@@ -179,15 +208,23 @@ class DaggerTrainer:
                 else:
                     action = learner.act(sim, s)
             sim.step(action)
+            if not label:  # an evaluation: the joint error against the reference as a take measures it
+                q = sim.physics.get_q()[0]
+                err_sum += joint_errors_deg(self.rig, self.plan.space.diff(q, self.plan.sample(sim.steps)[0]))
+                err_n += 1
             if self._fallen():
-                # the last states before a fall are past saving (the expert falls from far less):
-                # their labels would spend the fit on what cannot be learnt
-                keep = max(n0, len(self.data["label"]) - int(self.d.fall_margin_seconds * 120 / period))
-                for v in self.data.values():
-                    del v[keep:]
+                self._drop_before_fall(n0)
                 break
         sim.physics.set_external_force(np.zeros((self.rig.num_bodies, 3)))  # a push may still act
+        self.last_error_deg = err_sum / max(err_n, 1)
         return sim.time - t0
+
+    def _drop_before_fall(self, n0: int) -> None:
+        """The last states before a fall are past saving (the expert falls from far less): their
+        labels (those of this episode, from n0) would spend the fit on what cannot be learnt."""
+        keep = max(n0, len(self.data["label"]) - int(self.d.fall_margin_seconds * 120 / self.d.period))
+        for v in self.data.values():
+            del v[keep:]
 
     def _random_push(self, rng, t0: float) -> Push:
         """A shove at the pelvis for 0.2 s, 0.5-1.5 s into the episode: horizontal, in any
@@ -204,6 +241,9 @@ class DaggerTrainer:
         self.data["target"].append(P.target_features(s.pos, s.rot, rp, rr, rv, rw).astype(np.float32))
         self.data["label"].append(label.astype(np.float32))
         self.data["on"].append(on)
+        if "arms" in self.data:  # A^T f0: the generalised force per unit of each muscle's force error (f0)
+            A = self.expert.muscle_terms(self.sim, s)[2]
+            self.data["arms"].append((A.T * self.rig.model_f0[None, :]).astype(np.float32))
 
     # ---- the fit ----------------------------------------------------------------------------------
     def _normalise(self) -> None:
@@ -217,7 +257,8 @@ class DaggerTrainer:
     def fit(self) -> tuple[float, float]:
         """New networks fit with `fit_steps` minibatch steps on every label gathered (DAgger
         trains each round's policy afresh on the aggregate: a warm start carries one round's
-        bad fit into the next); returns the loss and the RMS force error (f0) of the last 100 steps."""
+        bad fit into the next); returns the loss, the RMS force error (f0) and the RMS generalised-force
+        error (N m; nan without torque_weight) of the last 100 steps."""
         m, cfg, d = self.model, self.cfg, self.d
         torch.manual_seed(cfg.seed + 1000 * self.round)
         m.vae = VAE(m.S, m.T, m.M, cfg.latent_dim, cfg.vae_hidden, cfg.policy_hidden, cfg.experts, cfg.gate_hidden)
@@ -226,7 +267,8 @@ class DaggerTrainer:
         T = (torch.as_tensor(np.array(self.data["target"])) - m.target_mean) / m.target_std
         Y = torch.as_tensor(np.array(self.data["label"]))
         on = torch.as_tensor(np.array(self.data["on"]))
-        losses, errs = [], []
+        arms = torch.as_tensor(np.array(self.data["arms"])) if d.torque_weight else None
+        losses, errs, torques = [], [], []
         for k in range(d.fit_steps):
             i = torch.randint(0, len(X), (min(d.fit_batch, len(X)),), generator=self.gen)
             sn = X[i]
@@ -234,9 +276,13 @@ class DaggerTrainer:
             off = m.vae.posterior(torch.cat([sn, T[i]], -1))
             z = mu_p + off + cfg.sigma_prior * torch.randn(mu_p.shape, generator=self.gen)
             _, a = m.act(sn, z)
-            err = (force_error(a, Y[i], on[i], cfg.stiffness) ** 2).mean()
+            e = force_error(a, Y[i], on[i], cfg.stiffness)
+            err = (e ** 2).mean()
             kl = ((off ** 2).sum(-1) / (2 * cfg.sigma_prior ** 2)).mean()  # eq. 41
             loss = err + cfg.beta * kl
+            if arms is not None:  # the generalised-force error the force errors make (units of TORQUE_UNIT)
+                torque = (torch.einsum("bnm,bm->bn", arms[i], e) ** 2).mean() / TORQUE_UNIT ** 2
+                loss = loss + d.torque_weight * torque
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(m.vae.parameters(), cfg.grad_clip)
@@ -244,33 +290,62 @@ class DaggerTrainer:
             if k >= d.fit_steps - 100:
                 losses.append(loss.item())
                 errs.append(err.item())
-        return float(np.mean(losses)), float(np.sqrt(np.mean(errs)))
+                torques.append(torque.item() if arms is not None else np.nan)
+        return float(np.mean(losses)), float(np.sqrt(np.mean(errs))), float(TORQUE_UNIT * np.sqrt(np.mean(torques)))
 
     # ---- rounds -----------------------------------------------------------------------------------
+    def _learner(self) -> P.PolicyController:
+        return P.PolicyController(self.policy_file(), self.rig, "track", self.track)
+
+    def _play(self, jobs: list[dict]) -> list[tuple[float, float]]:
+        """Play episodes (each a dict of `episode`'s keywords, its rng a seed, `learner` a
+        flag), labels gathered in order; returns each one's (seconds stood, joint error).
+        With `workers` > 1 they are played in forked processes, each a copy of this trainer
+        as it is now (its networks, start states and expert): the same episodes, the same labels."""
+        if self.d.workers <= 1 or len(jobs) <= 1:
+            return [_episode_here(self, job) for job in jobs]
+        import multiprocessing as mp
+
+        global _TRAINER
+        _TRAINER = self
+        try:
+            with mp.get_context("fork").Pool(min(self.d.workers, len(jobs)), forked_worker_signals) as pool:
+                results = pool.map(_episode_job, jobs, chunksize=1)
+        finally:
+            _TRAINER = None
+        out = []
+        for figures, data in results:
+            for k, v in data.items():
+                self.data[k].extend(v)
+            out.append(figures)
+        return out
+
     def step(self) -> dict:
         """One DAgger round: episodes, labels, a fit, the policy alone from the start."""
         d, t_start = self.d, time.perf_counter()
         beta = 1.0 if self.round == 0 else d.beta_decay ** self.round
-        learner = None if self.round == 0 else P.PolicyController(self.policy_file(), self.rig, "track", self.track)
-        stood = [self.episode(self.rng, d.episode_seconds, learner, beta,
-                              d.action_noise if self.round == 0 else 0.0, d.velocity_noise, push=d.push_force > 0)
-                 for _ in range(d.episodes)]
+        jobs = [dict(seed=[self.cfg.seed, 5, self.round, k], seconds=d.episode_seconds, learner=self.round > 0,
+                     beta=beta, action_noise=d.action_noise if self.round == 0 else 0.0,
+                     velocity_noise=d.velocity_noise, push=d.push_force > 0)
+                for k in range(d.episodes)]
+        stood = [t for t, _ in self._play(jobs)]
         if self.round == 0:
             self._normalise()
-        loss, err = self.fit()
-        alone = P.PolicyController(self.policy_file(), self.rig, "track", self.track)
+        loss, err, torque = self.fit()
         # the policy alone from the start, unperturbed and perturbed: the round's figure, the
         # mean time stood (not labelled: a minute of quiet standing would outweigh the episodes)
-        evals = [self.episode(np.random.default_rng([self.cfg.seed, 7, k]), d.eval_seconds, alone,
-                              velocity_noise=d.velocity_noise if k else 0.0, start=0, label=False)
-                 for k in range(d.eval_starts)]
-        eval_stood = float(np.mean(evals))
+        evals = self._play([dict(seed=[self.cfg.seed, 7, k], seconds=d.eval_seconds, learner=True,
+                                 velocity_noise=d.velocity_noise if k else 0.0, start=0, label=False)
+                            for k in range(d.eval_starts)])
+        eval_stood = float(np.mean([t for t, _ in evals]))
         self.round += 1
         self.seconds += time.perf_counter() - t_start
         row = dict(round=self.round, labels=len(self.data["label"]), seconds=round(self.seconds, 1),
                    beta=round(beta, 4), episodes_stood_s=round(float(np.mean(stood)), 2),
-                   fit_loss=round(loss, 6), force_err_f0=round(err, 5), eval_stood_s=round(eval_stood, 2),
-                   eval_min_s=round(min(evals), 2), eval_seconds=d.eval_seconds)
+                   fit_loss=round(loss, 6), force_err_f0=round(err, 5), torque_err_nm=round(torque, 3),
+                   eval_stood_s=round(eval_stood, 2),
+                   eval_min_s=round(min(t for t, _ in evals), 2), eval_seconds=d.eval_seconds,
+                   eval_error_deg=round(float(np.mean([e for _, e in evals])), 2))
         self.last = row
         if eval_stood >= self.best.get("eval_stood_s", -1.0):
             self.best = dict(round=self.round, eval_stood_s=row["eval_stood_s"],
@@ -285,12 +360,17 @@ class DaggerTrainer:
         self.stop = stop or self.stop
         write_text(self.out / "config.json", json.dumps(self.cfg.to_dict(), indent=1))
         with Progress("DAgger rounds", max(total, 1)) as bar:
-            while self.round < total and not self.stop.requested:
+            while self.round < total and not self.stop.requested and not self._out_of_time():
                 self.step()
                 bar.update(self.round)
                 self.save()
                 self.plot()
         return self.summary()
+
+    def _out_of_time(self) -> bool:
+        """Whether another round, as long as the mean round so far, would end past max_seconds."""
+        limit = self.cfg.max_seconds
+        return bool(limit) and self.round > 0 and self.seconds * (1 + 1 / self.round) > limit
 
     def summary(self) -> dict:
         r = self.last
@@ -325,6 +405,27 @@ class DaggerTrainer:
         return self.out / CHECKPOINT
 
 
+_TRAINER: DaggerTrainer | None = None  # the trainer a forked episode process plays on
+
+
+def _episode_here(tr: DaggerTrainer, job: dict) -> tuple[float, float]:
+    """One episode of `job` (DaggerTrainer._play) on this process's trainer, labels appended
+    to its data; (seconds stood, mean joint error in degrees)."""
+    job = dict(job)
+    rng = np.random.default_rng(job.pop("seed"))
+    learner = tr._learner() if job.pop("learner") else None
+    t = tr.episode(rng, job.pop("seconds"), learner, **job)
+    return t, tr.last_error_deg
+
+
+def _episode_job(job: dict):
+    tr = _TRAINER
+    for v in tr.data.values():  # the labels this episode adds, not the parent's
+        v.clear()
+    figures = _episode_here(tr, job)
+    return figures, tr.data
+
+
 def _model(cfg) -> Model:
     """The run's networks and the rig constants they need (the config's rig, PD gains, fatigue)."""
     rig = load_rig(cfg.rig).with_strength(cfg.strength)
@@ -355,13 +456,17 @@ def plot_log(log_path, out_path) -> Path:
         rows = list(csv.DictReader(f))
     get = lambda k: np.array([float(r[k]) for r in rows])
     r = get("round")
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    errors = bool(rows) and "eval_error_deg" in rows[0]  # logs before the walk expert have no joint error
+    fig, ax = plt.subplots(1, 3 if errors else 2, figsize=(16 if errors else 11, 4))
     ax[0].plot(r, get("eval_stood_s"), "o-", label="policy alone, from the start (mean)")
     ax[0].plot(r, get("eval_min_s"), "v:", label="policy alone, shortest")
     ax[0].plot(r, get("episodes_stood_s"), "s--", label="round's episodes (mean; each a few seconds)")
     ax[0].axhline(get("eval_seconds")[-1], color="0.6", lw=0.8)
-    ax[0].set(xlabel="DAgger round", ylabel="seconds standing", title="Standing on its muscles")
+    ax[0].set(xlabel="DAgger round", ylabel="seconds on its feet", title="On its muscles, before a fall")
     ax[0].legend()
     ax[1].semilogy(r, get("force_err_f0"), "o-")
     ax[1].set(xlabel="DAgger round", ylabel="RMS force error (f0)", title="Fit to the expert's labels")
+    if errors:
+        ax[2].plot(r, get("eval_error_deg"), "o-")
+        ax[2].set(xlabel="DAgger round", ylabel="mean joint error (deg)", title="Policy alone: joint error until it falls")
     return save(fig, out_path)

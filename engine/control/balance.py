@@ -26,13 +26,13 @@ meets any error. Measured in docs/research/balance.md (ninth and tenth sessions)
 from __future__ import annotations
 
 import copy
-import signal
 from dataclasses import dataclass
 
 import mujoco
 import numpy as np
 
 from ..errors import ParameterError
+from ..interrupt import forked_worker_signals
 from ..transforms import quat_conjugate, quat_multiply, quat_to_axis_angle
 from .tracking import TrackingController
 
@@ -181,22 +181,8 @@ class Shadow:
         self.steps_played = 0  # rollout steps, for the planner's cost figures
 
     def load(self, snap: dict) -> None:
-        """The shadow at the snapshot: every state a rollout reads (MuJoCo's qpos, qvel,
-        contact warm start and time; the 3CC-r state; the pace and where the plan's clips are
-        matched; the solve's warm start). Checked: the same candidate costs as a fresh copy."""
-        sim, ctl = self.sim, self.ctl
-        m, d = sim.physics.model, sim.physics.data
-        d.qpos[:], d.qvel[:], d.qacc_warmstart[:], d.time = snap["qpos"], snap["qvel"], snap["warm"], snap["time"]
-        d.xfrc_applied[:] = 0.0
-        mujoco.mj_step1(m, d)  # the backend keeps its data half-stepped
-        sim.fatigue = snap["fatigue"].copy()
-        sim.steps = snap["steps"]
-        sim.state = sim.physics.body_state()
-        ctl._warm = None if snap["warm_activation"] is None else snap["warm_activation"].copy()
-        ctl._active = None if snap["warm_dual"] is None else snap["warm_dual"].copy()
-        ctl.pace, ctl._paced_to = copy.deepcopy(snap["pace"]), snap["paced_to"]
-        for seg, (phase, place) in zip(ctl.plan.segments, snap["segments"]):
-            seg.phase, seg.place = phase, place
+        """The shadow at the snapshot (`restore`)."""
+        restore(self.sim, self.ctl, snap)
 
     def play(self, U: np.ndarray, start: int, bound: float = np.inf) -> float:
         """Eq. (1) summed over the horizon with the plan (U, start), from the loaded state; inf
@@ -242,15 +228,30 @@ def snapshot(sim, ctl: TrackingController) -> dict:
                 segments=[(seg.phase, seg.place) for seg in ctl.plan.segments])
 
 
+def restore(sim, ctl: TrackingController, snap: dict) -> None:
+    """Put a simulation and its tracker at a snapshot (`snapshot`): every state a decision
+    reads (MuJoCo's qpos, qvel, contact warm start and time; the 3CC-r state; the pace and
+    where the plan's clips are matched; the solve's warm start). Checked: a shadow restored
+    so gives the same candidate costs as a fresh copy."""
+    m, d = sim.physics.model, sim.physics.data
+    d.qpos[:], d.qvel[:], d.qacc_warmstart[:], d.time = snap["qpos"], snap["qvel"], snap["warm"], snap["time"]
+    d.xfrc_applied[:] = 0.0
+    mujoco.mj_step1(m, d)  # the backend keeps its data half-stepped
+    sim.fatigue = snap["fatigue"].copy()
+    sim.steps = snap["steps"]
+    sim.state = sim.physics.body_state()
+    ctl._warm = None if snap["warm_activation"] is None else snap["warm_activation"].copy()
+    ctl._active = None if snap["warm_dual"] is None else snap["warm_dual"].copy()
+    ctl.pace, ctl._paced_to = copy.deepcopy(snap["pace"]), snap["paced_to"]
+    for seg, (phase, place) in zip(ctl.plan.segments, snap["segments"]):
+        seg.phase, seg.place = phase, place
+
+
 _WORKER: dict = {}
 
 
 def _worker_init(sim, plan, params, balance) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the take's to handle (engine.interrupt)
-    # SIGTERM ends a worker, as Pool.terminate expects: forked from a take under
-    # engine.interrupt.stop_on_signals it would inherit the take's handler, which only sets a
-    # flag, and closing the planner after a Ctrl-C or a SIGTERM would wait on it for ever
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    forked_worker_signals()  # forked from a take that handles Ctrl-C and SIGTERM itself
     _WORKER["shadow"] = Shadow(sim, plan, params, balance)
 
 
@@ -323,6 +324,18 @@ class BalancePlanner(OffsetTracker):
             self.offset_sum += float(u.mean())
             self.offset_max = max(self.offset_max, float(u.max()))
         return super().act(sim, state)
+
+    def checkpoint(self, sim) -> dict:
+        """The take's state and the planner's own (its plan), for `resume`: a start state a
+        DAgger run (training/dagger.py) returns to."""
+        return dict(snapshot(sim, self), U=self.U.copy(), plan_start=self.plan_start)
+
+    def resume(self, sim, snap: dict, seed) -> None:
+        """Put the simulation and the planner back at a `checkpoint`, its candidates' noise
+        drawn afresh from `seed`."""
+        restore(sim, self, snap)
+        self.U, self.plan_start = snap["U"].copy(), snap["plan_start"]
+        self.rng = np.random.default_rng(seed)
 
     def balance_summary(self) -> dict:
         """What the take's metadata keeps of the planning."""

@@ -45,6 +45,8 @@ _EPS[[7, 2, 3], [0, 1, 2]] = -1.0
 
 
 def _f(v) -> str:
+    """Numbers for MJCF, exactly (repr of Python floats: numpy 2's repr of its scalars is
+    'np.float64(...)', which MuJoCo cannot read)."""
     return " ".join(repr(float(x)) for x in np.ravel(v))
 
 
@@ -62,7 +64,7 @@ def build_mjcf(rig, dt: float, joint_damping: float, ground: bool, pinned: np.nd
     cone = ball_cone(rig)
     # limits as stiff as MuJoCo allows at this step (time constant 2 dt, critical damping);
     # the default (0.02 s, solimp 0.9..0.95) lets a hanging arm overshoot a cone by 3 deg
-    lim = f'solreflimit="{2 * dt!r} 1" solimplimit="0.95 0.99 0.001"'
+    lim = f'solreflimit="{_f(2 * dt)} 1" solimplimit="0.95 0.99 0.001"'
     box_filter, ground_filter = ('contype="0" conaffinity="0"',) * 2 if lean else \
         ('contype="1" conaffinity="2"', 'contype="2" conaffinity="1"')
 
@@ -78,12 +80,12 @@ def build_mjcf(rig, dt: float, joint_damping: float, ground: bool, pinned: np.nd
         elif t == FREE:
             out.append(f'{indent}  <freejoint name="{rig.body_names[b]}"/>')
         elif t == BALL:
-            out.append(f'{indent}  <joint name="{rig.body_names[b]}" type="ball" range="0 {cone[b]!r}" '
-                       f'damping="{joint_damping!r}" {lim}/>')
+            out.append(f'{indent}  <joint name="{rig.body_names[b]}" type="ball" range="0 {_f(cone[b])}" '
+                       f'damping="{_f(joint_damping)}" {lim}/>')
         else:
             out.append(f'{indent}  <joint name="{rig.body_names[b]}" type="hinge" axis="{_f(rig.joint_axis[b])}" '
-                       f'range="{_f([rig.joint_lower[b, 0], rig.joint_upper[b, 0]])}" damping="{joint_damping!r}" {lim}/>')
-        out.append(f'{indent}  <inertial pos="{_f(off)}" quat="{_f(quat)}" mass="{rig.body_mass[b]!r}" '
+                       f'range="{_f([rig.joint_lower[b, 0], rig.joint_upper[b, 0]])}" damping="{_f(joint_damping)}" {lim}/>')
+        out.append(f'{indent}  <inertial pos="{_f(off)}" quat="{_f(quat)}" mass="{_f(rig.body_mass[b])}" '
                    f'diaginertia="{_f(rig.body_inertia[b])}"/>')
         out.append(f'{indent}  <geom name="{rig.body_names[b]}" type="box" size="{_f(0.5 * rig.body_size[b])}" '
                    f'pos="{_f(off)}" quat="{_f(quat)}" {box_filter} mass="0"/>')
@@ -95,7 +97,7 @@ def build_mjcf(rig, dt: float, joint_damping: float, ground: bool, pinned: np.nd
     lines = [
         '<mujoco model="sinew">',
         '  <compiler angle="radian" autolimits="true" inertiafromgeom="false"/>',
-        f'  <option timestep="{dt!r}" gravity="{_f(GRAVITY)}" integrator="implicitfast" '
+        f'  <option timestep="{_f(dt)}" gravity="{_f(GRAVITY)}" integrator="implicitfast" '
         f'{CONTACT_OPTIONS} '
         f'jacobian="{"sparse" if lean else "auto"}"/>',
         "  <worldbody>",
