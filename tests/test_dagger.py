@@ -85,6 +85,18 @@ def test_force_error_is_the_pd_force_difference(rig):
     assert np.allclose(e[~on], np.minimum(expected[~on], 0.0), atol=1e-9)
 
 
+def test_activation_error_is_one_sided_where_the_expert_is_off():
+    """An activation policy's error: the difference where the expert pulls; where it leaves a
+    muscle off, only a positive output is wrong (the engine clips the output to [0, 1])."""
+    from training.dagger import activation_error
+
+    a = torch.tensor([0.3, -0.2, 0.1, 0.5])
+    label = torch.tensor([0.2, 0.4, 0.0, 0.0])
+    on = label > 0
+    assert torch.allclose(activation_error(a, label, on), torch.tensor([0.1, -0.6, 0.1, 0.5]))
+    assert activation_error(torch.tensor([-0.3]), torch.tensor([0.0]), torch.tensor([False])).item() == 0.0
+
+
 def test_dagger_config_is_checked(tmp_path):
     from engine.errors import ParameterError
     from training.config import load_config
@@ -95,6 +107,12 @@ def test_dagger_config_is_checked(tmp_path):
         load_config(p)
     p.write_text('base = "%s"\n[dagger]\nrounds = 0\n' % (REPO / "training/configs/stand.toml"))
     with pytest.raises(ParameterError, match="dagger.rounds"):
+        load_config(p)
+    p.write_text('base = "%s"\n[dagger]\nexpert = "oracle"\n' % (REPO / "training/configs/stand.toml"))
+    with pytest.raises(ParameterError, match="dagger.expert"):
+        load_config(p)
+    p.write_text('base = "%s"\naction = "activation"\n' % (REPO / "training/configs/tiny.toml"))
+    with pytest.raises(ParameterError, match="action.*dagger"):
         load_config(p)
 
 
@@ -207,5 +225,8 @@ def test_balance_expert_episodes_are_the_same_in_forked_workers(tmp_path):
     here = tr._play(jobs)
     assert forked == here and [t for t, _ in here] == pytest.approx([0.1, 0.1])
     assert len(data["label"]) == 24 and data["on"].any()
+    # the walk config's policy outputs activations: the labels are the expert's, in [0, 1]
+    assert tr.cfg.action == "activation" and data["label"].min() >= 0 and data["label"].max() <= 1
+    assert np.array_equal(data["on"], data["label"] > 1e-6) and data["arms"].shape == (24, tr.rig.num_dofs, tr.rig.num_muscles)
     for k, v in tr.data.items():
         assert np.array_equal(np.array(v), data[k]), k

@@ -66,7 +66,8 @@ def test_load_roundtrip_and_sizes(rig, tmp_path):
     assert pf.parameters > 0
 
 
-@pytest.mark.parametrize("case", ["truncated", "version", "rig", "format", "not_zip", "pickle", "shape", "nan"])
+@pytest.mark.parametrize("case", ["truncated", "version", "rig", "format", "not_zip", "pickle", "shape", "nan",
+                                  "action"])
 def test_bad_policy_files_refused(rig, tmp_path, case):
     good = make_policy(rig, tmp_path / "good.npz")
     bad = tmp_path / "bad.npz"
@@ -90,6 +91,9 @@ def test_bad_policy_files_refused(rig, tmp_path, case):
         with open(bad, "wb") as f:
             np.savez(f, meta=np.array(json.dumps({})), evil=np.array([{"a": 1}], dtype=object))
         msg = "not a readable policy"
+    elif case == "action":
+        make_policy(rig, bad, meta_changes=dict(action="torque"))
+        msg = "action 'torque' is not one of pd_target, activation"
     elif case == "shape":
         with np.load(good) as z:
             d = {k: z[k] for k in z.files}
@@ -122,6 +126,28 @@ def test_controller_modes_run_in_simulation(rig, walk, tmp_path):
         assert ctl.period == 6
         assert np.all(np.isfinite(rec["body_pos"])), mode
         assert ctl.last_z.shape == (4,)
+
+
+def test_an_activation_policy_sets_the_activations_it_outputs(rig, walk, tmp_path):
+    """A policy whose meta says action "activation" (taught by an expert that sets activations)
+    drives the muscles with its network's output clipped to [0, 1], no PD loop: the step's
+    activations are those, up to the 3CC-r bounds; a PD-target file's output is a PD action."""
+    from engine.simulation import MuscleCommand, Simulation
+
+    pd = P.PolicyController(make_policy(rig, tmp_path / "pd.npz"), rig, reference=walk)
+    act = P.PolicyController(make_policy(rig, tmp_path / "act.npz", meta_changes=dict(action="activation")),
+                             rig, reference=walk)
+    sim = Simulation(rig)
+    sim.physics.set_q(walk.q[0], walk.qvel[0])
+    sim.state = sim.physics.body_state()
+    out = pd.act(sim, sim.state)
+    assert isinstance(out, np.ndarray) and out.shape == (rig.num_muscles,)  # the same network, a PD action
+    cmd = act.act(sim, sim.state)
+    assert isinstance(cmd, MuscleCommand) and cmd.residual_force is None
+    assert np.array_equal(cmd.activation, np.clip(out, 0.0, 1.0))  # the same weights (seed), clipped
+    assert 0 < np.count_nonzero(cmd.activation) < rig.num_muscles
+    res = sim.step(cmd)
+    assert np.allclose(res.activation, cmd.activation, atol=0.05)  # the fresh muscles' bounds barely bite
 
 
 def test_controller_refuses_bad_requests(rig, tmp_path, walk):

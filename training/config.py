@@ -86,6 +86,10 @@ class TrainConfig:
     wm_hidden: list = field(default_factory=lambda: [512, 512, 512, 512])
     sigma_prior: float = 0.3
     sigma_policy: float = 0.05
+    # what the policy outputs (engine.control.policy.ACTIONS): "pd_target", MuscleVAE's
+    # muscle-space PD target (eq. 11), or "activation", the activations themselves ([dagger]
+    # runs only: the world model's rollouts assume the PD action)
+    action: str = "pd_target"
     # The policy network's output (and its noise sigma_policy) times action_scale is the action
     # a of eq. 11 (target length (a + 1) l_tpose). With the engine's PD gains (stiffness 20: a
     # strain of 5 % asks for f0) the useful actions are a few hundredths; 1 keeps the paper's a.
@@ -174,6 +178,12 @@ class TrainConfig:
         for c in self.clips:
             if not split_hold(c)[0].is_file():
                 raise InputFileError(c, "clip not found")
+        from engine.control.policy import ACTIONS
+
+        if self.action not in ACTIONS:
+            raise ParameterError("action", f"{self.action!r}: choose one of {', '.join(ACTIONS)}")
+        if self.action != "pd_target" and self.dagger is None:
+            raise ParameterError("action", f"{self.action!r} is for a [dagger] run; the world model trains PD targets")
         if self.dagger is not None:
             d = self.dagger
             if d.expert not in ("stand", "balance"):

@@ -82,6 +82,14 @@ def action_labels(sim, activation: np.ndarray, gains: PDGains) -> tuple[np.ndarr
     return action, activation > 1e-6
 
 
+def activation_error(action: torch.Tensor, label: torch.Tensor, on: torch.Tensor) -> torch.Tensor:
+    """The activation error of an activation policy's output against the expert's activations
+    (about the force error in units of f0 at the muscle's optimal length); where the expert
+    leaves a muscle off only a positive output (a pull) is wrong (the engine clips to [0, 1])."""
+    e = action - label
+    return torch.where(on, e, torch.clamp(e, min=0.0))
+
+
 def force_error(action: torch.Tensor, label: torch.Tensor, on: torch.Tensor, stiffness: float) -> torch.Tensor:
     """The PD force error, in units of f0, of `action` against the labels (action_labels):
     kp l_tpose / f0 = stiffness, so the force differs by stiffness x (label - action) f0.
@@ -236,14 +244,19 @@ class DaggerTrainer:
         s, f = self.sim.state, self.sim.fatigue
         fp = P.fatigue_parts(f.MA, f.MR, f.MF, self.W)
         rp, rr, rv, rw, _ = self.track.state_at(self.sim.time + self.d.period * self.sim.dt)
-        label, on = action_labels(self.sim, activation, self.gains)
+        if self.cfg.action == "activation":
+            label, on = activation, activation > 1e-6
+        else:
+            label, on = action_labels(self.sim, activation, self.gains)
         self.data["state"].append(P.state_features(s.pos, s.rot, s.linvel, s.angvel, fp).astype(np.float32))
         self.data["target"].append(P.target_features(s.pos, s.rot, rp, rr, rv, rw).astype(np.float32))
         self.data["label"].append(label.astype(np.float32))
         self.data["on"].append(on)
-        if "arms" in self.data:  # A^T f0: the generalised force per unit of each muscle's force error (f0)
-            A = self.expert.muscle_terms(self.sim, s)[2]
-            self.data["arms"].append((A.T * self.rig.model_f0[None, :]).astype(np.float32))
+        if "arms" in self.data:  # the generalised force per unit of each muscle's error: A^T f0 for
+            # a PD action's force error (units of the model's f0), A^T f0 f_l f_v for an activation's
+            flfv, _, A, _ = self.expert.muscle_terms(self.sim, s)
+            per_unit = self.rig.muscle_f0 * flfv if self.cfg.action == "activation" else self.rig.model_f0
+            self.data["arms"].append((A.T * per_unit[None, :]).astype(np.float32))
 
     # ---- the fit ----------------------------------------------------------------------------------
     def _normalise(self) -> None:
@@ -276,7 +289,7 @@ class DaggerTrainer:
             off = m.vae.posterior(torch.cat([sn, T[i]], -1))
             z = mu_p + off + cfg.sigma_prior * torch.randn(mu_p.shape, generator=self.gen)
             _, a = m.act(sn, z)
-            e = force_error(a, Y[i], on[i], cfg.stiffness)
+            e = activation_error(a, Y[i], on[i]) if cfg.action == "activation" else force_error(a, Y[i], on[i], cfg.stiffness)
             err = (e ** 2).mean()
             kl = ((off ** 2).sum(-1) / (2 * cfg.sigma_prior ** 2)).mean()  # eq. 41
             loss = err + cfg.beta * kl

@@ -129,7 +129,7 @@ def policy_file_arrays(model: Model, cfg: TrainConfig, extra_meta: dict | None =
                 rig=dict(name=rig.name, fingerprint=P.rig_fingerprint(rig), bodies=rig.num_bodies,
                          muscles=rig.num_muscles),
                 latent_dim=cfg.latent_dim, sigma_prior=cfg.sigma_prior, sigma_policy=cfg.sigma_policy,
-                action_scale=cfg.action_scale,
+                action_scale=cfg.action_scale, action=cfg.action,
                 experts=cfg.experts, period=cfg.dagger.period if cfg.dagger else P.POLICY_PERIOD, dt=1.0 / 120.0,
                 state_size=model.S, target_size=model.T, goal_size=P.GOAL_SIZE,
                 fatigue_scale=cfg.fatigue_scale, strength=rig.strength, stiffness=cfg.stiffness, damping=cfg.damping,

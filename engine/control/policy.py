@@ -8,7 +8,8 @@ policy file, and the PolicyController the Simulation runs.
 Modes (DESIGN.md "Controllers"): "track" follows a reference clip through the posterior
 q(z|s, s~'), "generate" samples the state-conditional prior p(z|s) with a noise scale, and
 "heading" follows a direction and speed through the high-level policy (MuscleVAE appendix
-B.3). The action is the policy mean mu_pi(s, z): the muscle-space PD action of eq. 11.
+B.3). The action is the policy mean mu_pi(s, z): the muscle-space PD action of eq. 11, or in a
+file whose meta says action "activation", the muscles' activations (clipped to [0, 1]).
 
 The state representation is written once, with an array-module argument `xp` (numpy here,
 torch in training/), so the engine and training compute the same features:
@@ -42,6 +43,10 @@ from .goals import MODES, check_heading_policy
 FORMAT = "sinew-policy"
 FORMAT_VERSION = 1
 POLICY_PERIOD = 6  # physics steps per policy decision: 20 Hz at 120 Hz (MuscleVAE sec. 5.1)
+# what a policy's output is (PolicyFile.action_kind): a PD target per muscle (eq. 11), or the
+# activations (no PD loop: its explicit 120 Hz step at strength 3 blows the hands up, and a
+# network imitating an expert's activations through it co-contracts, docs/research/policy_from_expert.md)
+ACTIONS = ("pd_target", "activation")
 
 
 # ---- rig identity ----------------------------------------------------------------------
@@ -227,6 +232,13 @@ class PolicyFile:
         return float(self.meta.get("action_scale", 1.0))
 
     @property
+    def action_kind(self) -> str:
+        """What the network's output is (ACTIONS): "pd_target", MuscleVAE's muscle-space PD
+        target (eq. 11; files that do not say), or "activation", the muscles' activations
+        themselves (a policy taught by an expert that sets activations, training/dagger.py)."""
+        return str(self.meta.get("action", "pd_target"))
+
+    @property
     def has_task(self) -> bool:
         return bool(self._cache["task"])
 
@@ -321,6 +333,8 @@ def load_policy(path, rig: Rig | None = None) -> PolicyFile:
     scale = meta.get("action_scale", 1.0)
     if not isinstance(scale, (int, float)) or not (np.isfinite(scale) and scale > 0):
         raise InputFileError(path, f"action_scale must be a positive number, got {scale!r}")
+    if meta.get("action", "pd_target") not in ACTIONS:
+        raise InputFileError(path, f"action {meta.get('action')!r} is not one of {', '.join(ACTIONS)}")
     pf = PolicyFile(meta, data, path)
     # check each network chains: input and output sizes
     chains = {"prior": (S, latent), "posterior": (S + T, latent), "policy.gate": (S + latent, None),
@@ -489,7 +503,8 @@ class PolicyController:
         fp = fatigue_parts(f.MA, f.MR, f.MF, self.W)
         return state_features(state.pos, state.rot, state.linvel, state.angvel, fp)
 
-    def act(self, sim, state) -> np.ndarray:
+    def act(self, sim, state):
+        """The PD action (eq. 11) or, for an activation policy, a MuscleCommand."""
         pol = self.policy
         sn = pol.norm_state(self.features(sim, state))
         sigma = float(pol.meta["sigma_prior"])
@@ -510,4 +525,8 @@ class PolicyController:
             mu = pol.prior_mean(sn) + pol.task_offset(sn, g)
         z = mu + self.noise_scale * sigma * self.rng.standard_normal(mu.shape) if self.noise_scale else mu
         self.last_z = z
+        if pol.action_kind == "activation":
+            from ..simulation import MuscleCommand
+
+            return MuscleCommand(np.clip(pol.action(sn, z), 0.0, 1.0), None, None)
         return pol.action(sn, z)
