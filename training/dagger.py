@@ -8,14 +8,16 @@ Each round plays `episodes` from start states with perturbed velocities (states 
 expert's own take, one every `snapshot_every` s): round 0 the expert (its activations with
 noise, so the states leave its own path), every later round the policy so far, the expert's
 action played instead with probability beta_decay^round. Every visited state is labelled with
-the expert's answer there, as a PD action (eq. 11): the target length whose muscle-space PD
-force (eq. 4) is the force the expert's activation makes (engine.muscle.pd_action_for_force),
-so the policy keeps the product's action and its 120 Hz PD loop. The balance planner answers
+the expert's answer there: for a policy whose action is MuscleVAE's PD target (config `action`
+"pd_target") as the target length whose muscle-space PD force (eq. 4) is the force the
+expert's activation makes (engine.muscle.pd_action_for_force), so the policy keeps its 120 Hz
+PD loop; for an "activation" policy as the activations themselves. The balance planner answers
 at a visited state as it would if it took over there: it plans from that state, on from its
 own last plan. A round's episodes play in `workers` forked processes (the same labels as in
 one). New networks are fit on everything gathered (`fit_steps` per round): the force error in
-units of f0, one-sided where the expert leaves a muscle off (any target long enough that the
-PD does not pull is right), plus beta x the KL term (eq. 41). After each round the policy
+units of f0 (the activation error for an activation policy), one-sided where the expert leaves
+a muscle off (any action that does not pull is right), with `torque_weight` the joint-torque
+error those errors make through the moment arms, plus beta x the KL term (eq. 41). After each round the policy
 alone plays from the start (`eval_starts` times: unperturbed, then with the start noise) and
 the log says for how long on average and its joint error; the run keeps the round whose
 policy lasted longest (DAgger's choice among its policies), and export writes that one.
@@ -270,8 +272,9 @@ class DaggerTrainer:
     def fit(self) -> tuple[float, float]:
         """New networks fit with `fit_steps` minibatch steps on every label gathered (DAgger
         trains each round's policy afresh on the aggregate: a warm start carries one round's
-        bad fit into the next); returns the loss, the RMS force error (f0) and the RMS generalised-force
-        error (N m; nan without torque_weight) of the last 100 steps."""
+        bad fit into the next); returns the loss, the RMS force error (f0; an activation policy's
+        activation error) and the RMS generalised-force error (N m; nan without torque_weight)
+        of the last 100 steps."""
         m, cfg, d = self.model, self.cfg, self.d
         torch.manual_seed(cfg.seed + 1000 * self.round)
         m.vae = VAE(m.S, m.T, m.M, cfg.latent_dim, cfg.vae_hidden, cfg.policy_hidden, cfg.experts, cfg.gate_hidden)
