@@ -168,13 +168,19 @@ class Simulation:
         self.state = self.physics.body_state()
         return res
 
-    def _check(self, recording: Recording) -> None:
+    def diverged_body(self) -> int | None:
+        """The first body whose position is not finite or whose speed is NaN or above
+        max_speed (the physics has diverged); None while every body is sound."""
         s = self.state
         speed = np.linalg.norm(s.linvel, axis=1)
         bad = ~np.isfinite(s.pos).all(1) | ~np.isfinite(speed) | (speed > self.max_speed)
-        if bad.any():
-            b = int(np.flatnonzero(bad)[0])
-            what = "NaN" if not np.isfinite(speed[b]) else f"speed {speed[b]:.1f} m/s > {self.max_speed:g}"
+        return int(np.flatnonzero(bad)[0]) if bad.any() else None
+
+    def _check(self, recording: Recording) -> None:
+        b = self.diverged_body()
+        if b is not None:
+            speed = float(np.linalg.norm(self.state.linvel[b]))
+            what = "NaN" if not np.isfinite(speed) else f"speed {speed:.1f} m/s > {self.max_speed:g}"
             raise SimulationDiverged(
                 f"simulation diverged at t = {self.time:.3f} s (step {self.steps}): body "
                 f"'{self.rig.body_names[b]}' {what}; kept {len(recording.times)} samples",

@@ -161,10 +161,7 @@ class DaggerTrainer:
 
     def _fallen(self) -> bool:
         """The pelvis below the fall height, or the physics diverged (its labels would be wild)."""
-        s = self.sim.state
-        speed = np.linalg.norm(s.linvel, axis=1)
-        return (not np.isfinite(speed).all() or float(speed.max()) > self.sim.max_speed
-                or float(s.pos[0, 2]) < FALL_ROOT_HEIGHT)
+        return self.sim.diverged_body() is not None or float(self.sim.state.pos[0, 2]) < FALL_ROOT_HEIGHT
 
     def reset(self, rng, velocity_noise: float, start: int | None = None) -> None:
         """To a start state (a random one unless `start`), every DOF's velocity perturbed."""

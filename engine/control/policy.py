@@ -333,9 +333,9 @@ def load_policy(path, rig: Rig | None = None) -> PolicyFile:
     scale = meta.get("action_scale", 1.0)
     if not isinstance(scale, (int, float)) or not (np.isfinite(scale) and scale > 0):
         raise InputFileError(path, f"action_scale must be a positive number, got {scale!r}")
-    if meta.get("action", "pd_target") not in ACTIONS:
-        raise InputFileError(path, f"action {meta.get('action')!r} is not one of {', '.join(ACTIONS)}")
     pf = PolicyFile(meta, data, path)
+    if pf.action_kind not in ACTIONS:
+        raise InputFileError(path, f"action {meta.get('action')!r} is not one of {', '.join(ACTIONS)}")
     # check each network chains: input and output sizes
     chains = {"prior": (S, latent), "posterior": (S + T, latent), "policy.gate": (S + latent, None),
               "policy.expert": (S + latent, nm)}
