@@ -7,8 +7,8 @@ Each take starts at the clip's first frame with no root residual, as `sinew simu
 (when), its mean joint error, its forward speed against the reference's over the last
 quarter, the report's push recovery and gait lines, and the computing time per simulated
 second. Slow: ~20 s a simulated second on the 2-core reference machine, so the full list
-(60 s walk, three pushes, a Mixamo-style copy, the tired walk) takes ~45 minutes; results
-are in docs/research/balance.md (tenth session).
+(60 s walk, three pushes, a Mixamo-style copy, the tired walk, 10 s of the bundled sprint)
+takes ~50 minutes; results are in docs/research/balance.md (tenth session on).
 """
 import argparse
 import os
@@ -29,7 +29,7 @@ from engine.take import check_balance, simulate  # noqa: E402
 from engine.control.balance import default_workers  # noqa: E402
 from engine.control.tracking import TrackingParams  # noqa: E402
 
-WALK = REPO.parent / "shared" / "reference" / "mass" / "motion" / "walk.bvh"
+MOTION = REPO.parent / "shared" / "reference" / "mass" / "motion"
 
 # name: (clip maker, seconds, fatigue scale, pushes)
 TAKES = {
@@ -39,12 +39,13 @@ TAKES = {
     "push_sideways": ("walk", 10.0, 1.0, ("4:120,0,0:0.2",)),
     "mixamo_30fps_tpose": ("mixamo", 10.0, 1.0, ()),
     "tired": ("walk", 60.0, 50.0, ()),
+    "sprint": ("run", 10.0, 1.0, ()),
 }
 
 
 def clip_path(kind: str, folder: Path) -> Path:
-    if kind == "walk":
-        return WALK
+    if kind in ("walk", "run"):
+        return MOTION / f"{kind}.bvh"
     from tests.clips import variant_file
 
     return variant_file(folder, "walk", names="mixamo", fps=30, pose="T", pose_frames=1)
@@ -83,7 +84,7 @@ def main() -> int:
             wall = time.perf_counter() - t0
             s = take.meta["summary"]
             v, vr = speed(take)
-            result = f"fell at {s['stopped_at_s']:.1f} s" if s["fell"] else "walked"
+            result = f"fell at {s['stopped_at_s']:.1f} s" if s["fell"] else "no fall"
             cost = wall / max(take.meta["simulated_seconds"], 1e-9)
             rows.append(f"| {name} | {seconds:g} | {result} | {s['joint_err_deg_mean']:.1f} deg | "
                         f"{v:.2f} m/s ({vr:.2f}) | {cost:.0f} |")
