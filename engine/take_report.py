@@ -54,7 +54,8 @@ def balance(b: dict) -> str:
     return (f"planned ahead without the residual (predictive sampling, engine/control/balance.py): "
             f"{b['plans']} plans of {b['candidates']} candidates {b['horizon_s']:g} s ahead; the last plan kept "
             f"{100 * b['kept_share']:.0f} % of the time, no offsets {100 * b['no_offset_share']:.0f} %; offsets "
-            f"{b['offset_deg_mean']:.1f} deg on average ({b['offset_deg_max']:.0f} at most)")
+            f"{b['offset_deg_mean']:.1f} deg on average ({b['offset_deg_max']:.0f} at most)"
+            + (f"; {b['workers_lost']}" if b.get("workers_lost") else ""))
 
 
 def pace(take) -> str | None:

@@ -129,6 +129,40 @@ def test_balance_planner_is_the_same_in_workers_and_in_process(rig):
     assert b["offset_deg_max"] > 0  # it steered
 
 
+def test_a_killed_planner_worker_does_not_lose_the_take(rig, capfd):
+    """A worker process killed from outside mid-take (the OOM killer, a user's kill -9): the
+    planner plans on in the take's process and the take ends as it would have, bit for bit,
+    saying so in its metadata and on stderr (a multiprocessing Pool waited for ever)."""
+    import multiprocessing as mp
+    import os
+    import signal
+
+    from engine.control.balance import BalanceParams
+    from engine.take import simulate
+
+    killed = []
+
+    def kill_one(fraction):
+        if fraction > 0.4 and not killed:
+            procs = mp.active_children()
+            assert procs, "the planner's workers should be running"
+            os.kill(procs[0].pid, signal.SIGKILL)
+            killed.append(procs[0].pid)
+
+    takes = [simulate(rig, [(MOTION_DIR / "walk.bvh", 0.3)], seed=3, fps=120, progress=p,
+                      params=TrackingParams(residual=0.0, balance=BalanceParams(candidates=4, horizon=12, workers=w)))
+             for w, p in ((0, lambda f: None), (2, kill_one))]
+    assert killed
+    assert np.array_equal(takes[0].activation, takes[1].activation) and np.array_equal(takes[0].q, takes[1].q)
+    lost = takes[1].meta["balance"]["workers_lost"]
+    assert "worker process ended" in lost and takes[0].meta["balance"]["workers_lost"] is None
+    assert "planned on in the take's process" in capfd.readouterr().err
+    from engine.take_report import balance
+
+    assert balance(takes[1].meta["balance"]).endswith(lost) and "ended" not in balance(takes[0].meta["balance"])
+    assert not takes[1].meta["partial"] and not mp.active_children()  # whole, and no worker left behind
+
+
 def test_planner_resumed_at_a_checkpoint_plays_on_bit_for_bit(rig):
     """BalancePlanner.checkpoint / resume (the start states of a DAgger run): a planner put back
     at a checkpoint from another state plays the same steps again, bit for bit: the same

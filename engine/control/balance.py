@@ -26,6 +26,7 @@ meets any error. Measured in docs/research/balance.md (ninth and tenth sessions)
 from __future__ import annotations
 
 import copy
+import sys
 from dataclasses import dataclass
 
 import mujoco
@@ -273,13 +274,19 @@ class BalancePlanner(OffsetTracker):
         self.dt = sim.dt
         self.rng = np.random.default_rng(seed)
         self._pool = self._shadow_here = None
+        self._shadow_args = (sim, plan, params, balance)
+        self.workers_lost = ""  # why the worker processes were given up, if they were
         if balance.workers > 0:
             import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor
 
-            # forked: the workers inherit the rig and the plan as they are now (nothing pickled)
-            self._pool = mp.get_context("fork").Pool(balance.workers, _worker_init, (sim, plan, params, balance))
+            # forked: the workers inherit the rig and the plan (nothing pickled). An executor, not
+            # a multiprocessing Pool: a worker killed from outside (the OOM killer, a user) breaks
+            # it with an error, where a Pool waits for the lost candidates for ever
+            self._pool = ProcessPoolExecutor(balance.workers, mp_context=mp.get_context("fork"),
+                                             initializer=_worker_init, initargs=self._shadow_args)
         else:
-            self._shadow_here = Shadow(sim, plan, params, balance)
+            self._shadow_here = Shadow(*self._shadow_args)
         self.plans = self.rollout_steps = 0
         self.cost_sum = 0.0
         self.kept = self.zero = 0  # plans that kept the shifted plan, that chose no offsets
@@ -295,13 +302,22 @@ class BalancePlanner(OffsetTracker):
 
     def costs(self, snap: dict, plans: list[np.ndarray], now: int) -> list[float]:
         """Eq. (1) summed over the horizon for every plan, from the snapshot."""
-        if self._pool is None:
-            w, parts = 1, [self._shadow_here.play_all(snap, plans, now)]
-        else:
+        parts = None
+        if self._pool is not None:
+            from concurrent.futures.process import BrokenProcessPool
+
             # dealt round-robin, so each worker starts with one of the likely cheap plans (the
             # last plan, no offsets) and its bound cuts its noisy ones short sooner
             w = min(self.balance.workers, len(plans))
-            parts = self._pool.map(_worker_play, [(snap, plans[j::w], now) for j in range(w)])
+            try:
+                parts = list(self._pool.map(_worker_play, [(snap, plans[j::w], now) for j in range(w)]))
+            except BrokenProcessPool as e:  # plan on in this process: the same plans, slower
+                self.workers_lost = f"a worker process ended at t = {snap['time']:.2f} s ({e}); planned on in the take's process"
+                print(f"balance planner: {self.workers_lost}", file=sys.stderr)
+                self.close()
+                self._shadow_here = Shadow(*self._shadow_args)
+        if parts is None:
+            w, parts = 1, [self._shadow_here.play_all(snap, plans, now)]
         self.rollout_steps += sum(n for _, n in parts)
         costs = [0.0] * len(plans)
         for j, (c, _) in enumerate(parts):
@@ -345,10 +361,16 @@ class BalancePlanner(OffsetTracker):
                     mean_best_cost=round(self.cost_sum / n, 3),
                     kept_share=round(self.kept / n, 3), no_offset_share=round(self.zero / n, 3),
                     offset_deg_mean=round(float(np.degrees(self.offset_sum / n)), 3),
-                    offset_deg_max=round(float(np.degrees(self.offset_max)), 3))
+                    offset_deg_max=round(float(np.degrees(self.offset_max)), 3),
+                    workers_lost=self.workers_lost or None)
 
     def close(self) -> None:
+        """End the worker processes (idle between plans; a broken pool's survivors are ended)."""
         if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
+            procs = list((getattr(self._pool, "_processes", None) or {}).values())
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()
+                p.join()
             self._pool = None
