@@ -318,6 +318,10 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     if controller == "policy" and policy is None:
         raise ParameterError("policy", "controller 'policy' needs a policy file (sinew export-policy)")
     params = params or TrackingParams()
+    if controller == "tracking" and params.balance is not None:  # before any backend is built
+        from .control.balance import check_backend
+
+        check_backend(backend)
     if controller == "policy" and not hasattr(policy, "meta"):
         from .control.policy import load_policy
 

@@ -91,6 +91,13 @@ class BalanceParams:
         return -(-(self.horizon + self.replan) // self.knot) + 1
 
 
+def check_backend(backend: str) -> None:
+    """The planner copies MuJoCo's state into its rollouts: another backend is refused."""
+    if backend != "mujoco":
+        raise ParameterError("--balance", f"plans its rollouts on MuJoCo; the {backend} backend cannot be "
+                             "copied into them: use --backend mujoco")
+
+
 def default_workers() -> int:
     """Planner processes for a command-line take: one per CPU core this process may use."""
     import os
@@ -267,9 +274,7 @@ class BalancePlanner(OffsetTracker):
 
     def __init__(self, sim, plan, params, balance: BalanceParams | None = None, seed: int = 0):
         balance = (balance or BalanceParams()).validate()
-        if sim.physics.name != "mujoco":
-            raise ParameterError("--balance", f"plans its rollouts on MuJoCo; the {sim.physics.name} backend cannot be "
-                                 "copied into them: use --backend mujoco")
+        check_backend(sim.physics.name)
         super().__init__(sim, plan, params, balance)
         self.dt = sim.dt
         self.rng = np.random.default_rng(seed)
