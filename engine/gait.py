@@ -5,9 +5,12 @@ Foot contacts: a foot (talus and toe boxes) is down in a frame when its lowest b
 is within CONTACT_HEIGHT_M of the floor and slides slower than CONTACT_SPEED_MPS, or
 CONTACT_SPEED_SHARE of the pelvis's speed when that is more (that point on the foot,
 followed to the next frame: a heel or a ball rolling on the floor is still;
-engine.motion.reference.foot_tracks); gaps shorter than GAP_S are closed and contacts shorter than MIN_CONTACT_S
-dropped (a heel and a toe touching in turn is one contact). A touchdown (a step) is a
-contact's first frame.
+engine.motion.reference.foot_tracks); gaps shorter than GAP_S are closed, and so is a gap
+that is no swing: the foot never rose above CONTACT_HEIGHT_M and its ankle (talus) moved
+less than MIN_STEP_M across it (a simulated foot pivoting on the floor slides its lowest
+corner fast for a frame or three; a tired foot shuffling forward low is still a step).
+Contacts shorter than MIN_CONTACT_S are then dropped (a heel and a toe touching in turn is
+one contact). A touchdown (a step) is a contact's first frame.
 
     forward_speed_mps  horizontal path of the pelvis over the window, sampled every
                        PATH_STEP_S (so turning counts and side-to-side sway hardly does),
@@ -32,6 +35,7 @@ CONTACT_SPEED_MPS = 0.4
 CONTACT_SPEED_SHARE = 0.35  # ... or this share of the pelvis's speed, if more (mocap feet skate in a sprint)
 GAP_S = 0.1
 MIN_CONTACT_S = 0.05
+MIN_STEP_M = 0.15  # an ankle that moved this far between two contacts took a step, however low
 PATH_STEP_S = 0.5  # the pelvis's path is followed in steps this long: a turn counts, sway not
 EARLY_S = 5.0  # the early window: the take's first seconds
 LATE_S = 10.0  # the late window: its last seconds
@@ -45,13 +49,13 @@ def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(d == 1), np.flatnonzero(d == -1)
 
 
-def _clean(mask: np.ndarray, gap: int, shortest: int) -> np.ndarray:
-    """Close gaps of False shorter than `gap` frames inside runs, then drop runs of True
-    shorter than `shortest` frames."""
+def _clean(mask: np.ndarray, gap: int, shortest: int, swing=None) -> np.ndarray:
+    """Close gaps of False shorter than `gap` frames inside runs, and those that are no
+    `swing(start, end)` (when given), then drop runs of True shorter than `shortest` frames."""
     out = mask.copy()
     starts, ends = _runs(~mask)
     for s, e in zip(starts, ends):
-        if 0 < s and e < len(mask) and e - s < gap:
+        if 0 < s and e < len(mask) and (e - s < gap or (swing is not None and not swing(s, e))):
             out[s:e] = True
     starts, ends = _runs(out)
     for s, e in zip(starts, ends):
@@ -76,7 +80,13 @@ def foot_contacts(rig, times: np.ndarray, body_pos: np.ndarray, body_quat: np.nd
         # the lowest corner's slide to the next frame (the same point on the foot); the last frame repeats
         slide = np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=1) / np.diff(times)
         down = (low[:, 2] < CONTACT_HEIGHT_M) & (np.concatenate([slide, slide[-1:]]) < slow)
-        out[:, k] = _clean(down, max(int(round(GAP_S / dt)), 1), max(int(round(MIN_CONTACT_S / dt)), 1))
+        ankle = body_pos[:, rig.body_index("Talus" + "RL"[k]), :2]
+
+        def swing(s, e, low=low, ankle=ankle):  # frames s..e-1 off the floor, between two contacts
+            lifted = (low[s:e, 2] >= CONTACT_HEIGHT_M).any()
+            return bool(lifted or np.linalg.norm(ankle[e] - ankle[s - 1]) >= MIN_STEP_M)
+
+        out[:, k] = _clean(down, max(int(round(GAP_S / dt)), 1), max(int(round(MIN_CONTACT_S / dt)), 1), swing)
     return out
 
 

@@ -101,6 +101,27 @@ def test_feet_take_turns_and_every_step_is_found(rig, walks):
     assert 0.3 < c.mean() < 0.7  # each foot down for the still, flat part of its ~60 % stance
 
 
+def test_a_foot_pivoting_on_the_floor_is_no_step_a_low_shuffle_is(rig, walks):
+    """A simulated stance foot that pivots on the floor slides its lowest corner fast for a
+    few frames: faked here by jittering one stance foot 5 cm to and fro over 0.13 s (the slide
+    rule then breaks the contact for longer than GAP_S). It stays one contact: the foot never
+    rose and its ankle ended where it began. The same break with the ankle carried 20 cm on
+    (a tired foot shuffling forward low) is a step."""
+    rec = _played(rig, [(walks[0], 3.3)])
+    c = foot_contacts(rig, rec.times, rec.body_pos, rec.body_quat)
+    steps = touchdowns(c)
+    start = steps[0][0]  # the right foot's first touchdown; its stance lasts ~0.5 s
+    feet = [rig.body_index(b) for b in ("TalusR", "FootThumbR", "FootPinkyR")]
+    for shove, extra in ((None, 0), (np.array([0.0, -0.2, 0.0]), 1)):
+        pos = rec.body_pos.copy()
+        if extra:  # carried on: from the break's last frames the foot is 20 cm further along, and stays
+            pos[start + 12:, feet] += shove
+        jitter = start + 6 + np.arange(0, 8, 2)  # every other frame, 8 frames at 60 fps
+        pos[np.ix_(jitter, feet)] += 0.05 * np.array([1.0, 0.0, 0.0])
+        broken = foot_contacts(rig, rec.times, pos, rec.body_quat)
+        assert [len(s) for s in touchdowns(broken)] == [len(steps[0]) + extra, len(steps[1])]
+
+
 def test_a_take_too_short_to_measure_gives_none_not_an_error(rig, walks):
     rec = _played(rig, [(walks[0], 0.3)])
     g = gait_summary(rig, rec.times[:1], rec.body_pos[:1], rec.body_quat[:1], rec.q[:1])
