@@ -87,10 +87,33 @@ def children_ignore_sigint():
 def forked_worker_signals() -> None:
     """For a pool worker forked from a process that handles signals (stop_on_signals):
     Ctrl-C, sent to the whole process group, is the parent's to handle, and SIGTERM ends the
-    worker, as Pool.terminate expects (the inherited handler only sets a flag, so a pool
-    closed after a signal, or after its work, would wait on its workers for ever)."""
+    worker, as end_pool expects (the inherited handler only sets a flag, so a pool closed
+    after a signal, or after its work, would wait on its workers for ever)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def process_pool(workers: int, start: str = "fork", initializer=None, initargs=()):
+    """A pool of `workers` processes (a concurrent.futures ProcessPoolExecutor; `start`: the
+    multiprocessing start method). Not a multiprocessing Pool: when a worker is killed from
+    outside (the OOM killer, kill -9) the executor fails the work in hand with
+    BrokenProcessPool, where a Pool waits for it for ever. A forked worker should call
+    forked_worker_signals first (its initializer does or is it)."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(workers, mp_context=mp.get_context(start), initializer=initializer, initargs=initargs)
+
+
+def end_pool(pool) -> None:
+    """Shut a process_pool down now: work not started is cancelled and every worker ended
+    (idle workers would exit on their own; a broken pool's survivors would not)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+        p.join()
 
 
 def stopped_line(command: str, flag: StopFlag, where: str, kept: str) -> str:

@@ -18,6 +18,7 @@ from engine.control.policy import (
     target_features,
 )
 from engine.muscle_step import PDGains
+from engine.errors import SinewError
 from engine.rig import load_rig
 
 # Per-sample fields and their shapes (B bodies, M muscles) in the buffer.
@@ -299,37 +300,44 @@ def _job(args):
 
 class CollectorPool:
     """Collection jobs in `workers` processes (spawned: no torch state is inherited), or in
-    this process when workers is 0. Results do not depend on the number of workers."""
+    this process when workers is 0. Results do not depend on the number of workers. A
+    worker killed from outside ends the run with an error naming it (not a hang)."""
 
     def __init__(self, cfg: dict, workers: int):
         self.workers = workers
         if workers > 0:
-            import multiprocessing as mp
+            from engine.interrupt import process_pool
 
-            ctx = mp.get_context("spawn")
-            self.pool = ctx.Pool(workers, initializer=_init_worker, initargs=(cfg,))
+            self.pool = process_pool(workers, "spawn", _init_worker, (cfg,))
         else:
             self.pool = None
             self.local = Collector(cfg)
+
+    def _run(self, jobs: list) -> list:
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            return list(self.pool.map(_job, jobs))
+        except BrokenProcessPool as e:
+            raise SinewError(f"training: a collection worker process ended ({e}); training stops here") from None
 
     def collect(self, arrays, meta, seeds, sizes) -> list:
         jobs = [("collect", arrays, meta, s, n) for s, n in zip(seeds, sizes)]
         if self.pool is None:
             return [self.local.run_job(arrays, meta, s, n) for _, _, _, s, n in jobs]
-        return self.pool.map(_job, jobs, chunksize=1)
+        return self._run(jobs)
 
     def evaluate(self, arrays, meta, seconds, clip=0, starts=(0.0,), early_s=1.0) -> dict:
         if self.pool is None:
             return self.local.evaluate(arrays, meta, seconds, clip, tuple(starts), early_s)
-        return self.pool.apply(_job, (("eval", arrays, meta, seconds, clip, tuple(starts), early_s),))
+        return self._run([("eval", arrays, meta, seconds, clip, tuple(starts), early_s)])[0]
 
     def action_response(self, arrays, meta, n, scale, seed) -> dict:
         if self.pool is None:
             return self.local.action_response(arrays, meta, n, scale, seed)
-        return self.pool.apply(_job, (("response", arrays, meta, n, scale, seed),))
+        return self._run([("response", arrays, meta, n, scale, seed)])[0]
 
     def close(self):
         if self.pool is not None:
-            self.pool.close()
-            self.pool.join()
+            self.pool.shutdown(wait=True)
             self.pool = None

@@ -47,8 +47,8 @@ from engine.atomic import atomic_path, write_text
 from engine.control import policy as P
 from engine.control.plan import MotionPlan, load_clip
 from engine.control.stand import is_stance, start_stance
-from engine.errors import ParameterError
-from engine.interrupt import StopFlag, forked_worker_signals
+from engine.errors import ParameterError, SinewError
+from engine.interrupt import StopFlag, end_pool, forked_worker_signals, process_pool
 from engine.muscle_step import PDGains
 from engine.progress import Progress
 from engine.push import Push, PushSchedule
@@ -317,15 +317,19 @@ class DaggerTrainer:
         as it is now (its networks, start states and expert): the same episodes, the same labels."""
         if self.d.workers <= 1 or len(jobs) <= 1:
             return [_episode_here(self, job) for job in jobs]
-        import multiprocessing as mp
+        from concurrent.futures.process import BrokenProcessPool
 
         global _TRAINER
         _TRAINER = self
+        pool = process_pool(min(self.d.workers, len(jobs)), "fork", forked_worker_signals)
         try:
-            with mp.get_context("fork").Pool(min(self.d.workers, len(jobs)), forked_worker_signals) as pool:
-                results = pool.map(_episode_job, jobs, chunksize=1)
+            results = list(pool.map(_episode_job, jobs))
+        except BrokenProcessPool as e:
+            raise SinewError(f"DAgger round {self.round + 1}: an episode's worker process ended ({e}); "
+                             "the checkpoint of the rounds before it is kept") from None
         finally:
             _TRAINER = None
+            end_pool(pool)
         out = []
         for figures, data in results:
             for k, v in data.items():

@@ -33,7 +33,7 @@ import mujoco
 import numpy as np
 
 from ..errors import ParameterError
-from ..interrupt import forked_worker_signals
+from ..interrupt import end_pool, forked_worker_signals, process_pool
 from ..transforms import quat_conjugate, quat_multiply, quat_to_axis_angle
 from .tracking import TrackingController
 
@@ -281,15 +281,8 @@ class BalancePlanner(OffsetTracker):
         self._pool = self._shadow_here = None
         self._shadow_args = (sim, plan, params, balance)
         self.workers_lost = ""  # why the worker processes were given up, if they were
-        if balance.workers > 0:
-            import multiprocessing as mp
-            from concurrent.futures import ProcessPoolExecutor
-
-            # forked: the workers inherit the rig and the plan (nothing pickled). An executor, not
-            # a multiprocessing Pool: a worker killed from outside (the OOM killer, a user) breaks
-            # it with an error, where a Pool waits for the lost candidates for ever
-            self._pool = ProcessPoolExecutor(balance.workers, mp_context=mp.get_context("fork"),
-                                             initializer=_worker_init, initargs=self._shadow_args)
+        if balance.workers > 0:  # forked: the workers inherit the rig and the plan (nothing pickled)
+            self._pool = process_pool(balance.workers, "fork", _worker_init, self._shadow_args)
         else:
             self._shadow_here = Shadow(*self._shadow_args)
         self.plans = self.rollout_steps = 0
@@ -372,10 +365,5 @@ class BalancePlanner(OffsetTracker):
     def close(self) -> None:
         """End the worker processes (idle between plans; a broken pool's survivors are ended)."""
         if self._pool is not None:
-            procs = list((getattr(self._pool, "_processes", None) or {}).values())
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            for p in procs:
-                if p.is_alive():
-                    p.terminate()
-                p.join()
+            end_pool(self._pool)
             self._pool = None
