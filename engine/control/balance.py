@@ -310,7 +310,8 @@ class BalancePlanner(OffsetTracker):
             try:
                 parts = list(self._pool.map(_worker_play, [(snap, plans[j::w], now) for j in range(w)]))
             except BrokenProcessPool as e:  # plan on in this process: the same plans, slower
-                self.workers_lost = f"a worker process ended at t = {snap['time']:.2f} s ({e}); planned on in the take's process"
+                self.workers_lost = (f"a worker process ended at t = {snap['time']:.2f} s ({e}); "
+                                     "planned on in the take's process")
                 print(f"balance planner: {self.workers_lost}", file=sys.stderr)
                 self.close()
                 self._shadow_here = Shadow(*self._shadow_args)
