@@ -106,13 +106,15 @@ def process_pool(workers: int, start: str = "fork", initializer=None, initargs=(
 
 
 def end_pool(pool) -> None:
-    """Shut a process_pool down now: work not started is cancelled and every worker ended
-    (idle workers would exit on their own; a broken pool's survivors would not)."""
+    """Shut a process_pool down now: every worker ended (work under way too: a DAgger episode
+    may run for minutes), work not started cancelled, and the pool's own thread and processes
+    joined before this returns (a broken pool reaps its workers on that thread)."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
     for p in procs:
         if p.is_alive():
             p.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
+    for p in procs:
         p.join()
 
 

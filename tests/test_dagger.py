@@ -230,3 +230,24 @@ def test_balance_expert_episodes_are_the_same_in_forked_workers(tmp_path):
     assert np.array_equal(data["on"], data["label"] > 1e-6) and data["arms"].shape == (24, tr.rig.num_dofs, tr.rig.num_muscles)
     for k, v in tr.data.items():
         assert np.array_equal(np.array(v), data[k]), k
+    # an episode's worker killed from outside ends the round with an error naming it, not a hang
+    import multiprocessing as mp
+
+    import training.dagger as dagger
+    from engine.errors import SinewError
+
+    tr.d.workers = 2
+    real, dagger._episode_job = dagger._episode_job, _killed_episode
+    try:
+        with pytest.raises(SinewError, match="DAgger round 1: an episode's worker process ended"):
+            tr._play(jobs)
+    finally:
+        dagger._episode_job = real
+    assert not mp.active_children(), [(p.name, p.pid, p.exitcode) for p in mp.active_children()]
+
+
+def _killed_episode(job):
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
