@@ -342,13 +342,18 @@ def report_markdown(take, files) -> str:
             lines.append(f"| {g} | {v:.3f} | {'-' if t_end is None else f'{t_end:.1f}'} |")
     if m.get("demands"):
         lines += ["", "What each clip asks of the body, solved along its reference with activations free in "
-                  "[0, 1] (engine.control.demands; the bundled walk: 26 N m, 0.03 body weights):", "",
-                  "| clip | unmet joint torque, mean / max (N m) | root help, mean / max (body weights) | worst joints (N m) |",
-                  "|---|---|---|---|"]
+                  "[0, 1] (engine.control.demands; the bundled walk: 24 N m, 0.02 body weights), and how far "
+                  "its stance feet were moved onto the floor (engine.control.grounding):", "",
+                  "| clip | unmet joint torque, mean / max (N m) | root help, mean / max (body weights) | worst joints (N m) "
+                  "| feet grounded: foot / pelvis moved (cm), share planted (right, left) |",
+                  "|---|---|---|---|---|"]
         for d in m["demands"]:
             worst = ", ".join(f"{k} {v:.0f}" for k, v in d["worst_joints"].items())
+            g = d.get("grounding")
+            moved = "-" if not g else (f"{g['foot_move_cm']:.1f} / {g['pelvis_move_cm']:.1f}, "
+                                       f"{g['planted_share'][0]:.2f} / {g['planted_share'][1]:.2f}")
             lines.append(f"| {Path(d['clip']).name} | {d['unmet_joint_torque_Nm_mean']:.0f} / {d['unmet_joint_torque_Nm_max']:.0f} | "
-                         f"{d['root_help_body_weights_mean']:.2f} / {d['root_help_body_weights_max']:.2f} | {worst} |")
+                         f"{d['root_help_body_weights_mean']:.2f} / {d['root_help_body_weights_max']:.2f} | {worst} | {moved} |")
     lines += take_report.extra_markdown(take)
     lines += ["", f"Controller: {m['controller']}, backend {m['backend']}, fatigue scale "
               f"{m['fatigue']['scale']:g} (F = {m['fatigue']['F']:g}, R = {m['fatigue']['R']:g}, r = {m['fatigue']['r']:g}), "

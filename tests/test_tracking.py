@@ -389,9 +389,10 @@ def test_reference_velocities_are_lowpassed_without_losing_the_cycle(rig):
 
 
 def test_clip_demands_tell_the_walk_from_a_sprint_beyond_the_body(rig):
-    """engine.control.demands along the bundled clips: the walk is within what the muscles
-    and the ground can do; the sprint asks for several times the unmet joint torque and
-    ~0.4 body weights of root help (measured 26 vs 90 N m, 0.03 vs 0.39)."""
+    """engine.control.demands along the bundled clips (their feet grounded, as the plan
+    plays them): the walk is within what the muscles and the ground can do; the sprint asks
+    for several times the unmet joint torque and ~0.2 body weights of root help (measured
+    24 vs 87 N m, 0.021 vs 0.235; as retargeted, 0.03 vs 0.39)."""
     from engine.control import TrackingController
     from engine.control.demands import demanding, reference_demands
     from engine.control.plan import MotionPlan, load_clip
@@ -404,7 +405,7 @@ def test_clip_demands_tell_the_walk_from_a_sprint_beyond_the_body(rig):
     ctrl = TrackingController(sim, plan)
     dw, dr = (reference_demands(ctrl, sim, seg.clip) for seg in plan.segments)
     assert dw["root_help_body_weights_mean"] < 0.08 and not demanding(dw)
-    assert dr["root_help_body_weights_mean"] > 0.25 and demanding(dr)
+    assert dr["root_help_body_weights_mean"] > 0.15 and demanding(dr)
     assert dr["unmet_joint_torque_Nm_mean"] > 2 * dw["unmet_joint_torque_Nm_mean"]
     assert set(dr["worst_joints"]) & {"TibiaR", "TibiaL", "FemurR", "FemurL"}
 

@@ -46,6 +46,7 @@ ap.add_argument("--seed", type=int, default=0)
 ap.add_argument("--rate", type=float, default=0)
 ap.add_argument("--work-signal", action="store_true")
 ap.add_argument("--out", default=".")
+ap.add_argument("--no-ground", action="store_true", help="the clips as retargeted, feet not grounded")
 a = ap.parse_args()
 if a.work_signal:
     from engine.control.tracking import TrackingController
@@ -61,6 +62,10 @@ if a.work_signal:
                 self.plan.rebase(i, self.pace.prev_lag)
             self._paced_to += 1
     TrackingController.advance_pace = advance_pace
+if a.no_ground:
+    import engine.control.plan as plan_mod
+    _init = plan_mod.CyclicClip.__init__
+    plan_mod.CyclicClip.__init__ = lambda self, *args, **kw: _init(self, *args, **{**kw, "ground": False})
 if a.rate:
     import engine.control.pace as pace_mod
     pace_mod.target_rate = lambda mf, strength: a.rate

@@ -136,12 +136,15 @@ class CyclicClip:
     and shift that carry frame 0's root (heading, horizontal position) onto that prediction
     is the per-cycle `cycle` transform. What still differs (joint angles, root height and
     tilt: `seam` in the velocity space) is spread linearly over the clip, so cycle k + 1
-    starts exactly where cycle k ends. Velocities are central differences across the closed
-    loop, low-passed at `cutoff_hz` (REF_CUTOFF_HZ by default; 0 leaves them raw), and the
-    accelerations central differences of those.
+    starts exactly where cycle k ends. With `ground` (the default) the stance feet are then
+    put on the floor in every frame (engine.control.grounding; `grounding` says how far).
+    Velocities are central differences across the closed loop, low-passed at `cutoff_hz`
+    (REF_CUTOFF_HZ by default; 0 leaves them raw), and the accelerations central differences
+    of those.
     """
 
-    def __init__(self, space: QSpace, ref: Reference, name: str = "clip", cutoff_hz: float | None = None):
+    def __init__(self, space: QSpace, ref: Reference, name: str = "clip", cutoff_hz: float | None = None,
+                 ground: bool = True):
         cutoff_hz = REF_CUTOFF_HZ if cutoff_hz is None else cutoff_hz
         self.name = name
         self.space = space
@@ -163,6 +166,11 @@ class CyclicClip:
         self.cycle = Planar(float(yaw), (float(shift[0]), float(shift[1])))
         self.seam = space.diff(q_next, self.cycle.apply_q(q0[0]))
         q = np.stack([space.add(q0[i], (i / F) * self.seam) for i in range(F)])
+        self.grounding = None  # what engine.control.grounding moved, when it did
+        if ground:  # the stance feet exactly on the floor
+            from .grounding import ground_feet
+
+            q, self.grounding = ground_feet(space, q, self.cycle, PHYSICS_HZ)
         # closed-loop central differences
         qvel = np.empty((F, space.nv))
         for i in range(F):

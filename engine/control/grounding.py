@@ -1,0 +1,204 @@
+"""Feet on the floor: a looped clip's stance feet put on the ground, every frame.
+
+Retargeting (engine.motion.retarget) shifts a whole clip up or down once, so that its stance
+feet sit on the floor on average. A capture retargeted onto another body still has each foot
+at its own height from step to step: the bundled sprint lands its right foot 2-4 cm above
+the floor and slides it 5 cm into the floor by mid-stance while its left foot lands at 0-1
+cm; the bundled walk holds its left foot 1 cm up through its stance and its right foot 2 cm
+up for a third of its stance. Tracked as it is, a hovering stance foot lands late while the
+reference's pelvis is already being caught (the sprint asked ~0.4 body weights of root help
+that no contact could give, engine.control.demands), and a sunken one is pushed out.
+
+`ground_feet` moves each foot straight up or down by dz in each frame (the talus kept at its
+orientation, so the toes follow rigidly), by damped least squares over both legs' hip, knee
+and ankle and, only where a leg cannot reach (a stance knee already straight: no knee is bent
+past its limit), by lowering the pelvis; the arms, trunk and the pelvis's path otherwise stay
+the clip's. dz puts the foot's lowest corner at PLANT_M where the foot is planted, and is
+interpolated around the loop between plantings, so the swing keeps its shape relative to the
+corrected landings. A foot is planted in a frame when its lowest corner (the contact boxes the
+physics uses) is within STANCE_HEIGHT_M of the floor and that material point slides slower
+than STANCE_SPEED_SHARE of the foot's fastest speed in the clip: a share, not a speed, so a
+sprint's stance foot (which slides 1-2 m/s after retargeting, against a swing of 10 m/s) and
+a walk's (0-0.9 m/s against 4 m/s) are both found, at any playback speed. A still clip (a
+held pose) is left as it is: its feet never move, so none is planted by this rule, and the
+stand controller places them.
+
+PLANT_M is below the floor because MuJoCo's contacts are soft: a loaded simulated foot sinks
+into the floor (its lowest corner 1.3 cm down at the median of a balanced walk's stance). The
+tracker with the residual (analysis mode) on the fresh walk, 20 s: as retargeted 4.23 deg
+mean joint error, 0.040 body weights of residual; grounded at 0: 2.77 deg, 0.076; at -5 mm:
+2.42 deg, 0.044 (docs/research/balance.md, seventeenth session).
+"""
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from ..transforms import quat_to_axis_angle
+
+STANCE_HEIGHT_M = 0.04  # a foot whose lowest corner is higher than this is in the air
+STANCE_SPEED_SHARE = 0.2  # planted: the lowest corner slides slower than this x its clip's peak
+PLANT_M = -0.005  # m: where a planted foot's lowest corner is put: pressed into the soft floor
+SMOOTH_FRAMES = 1.0  # Gaussian sigma (frames at 120 Hz) of the correction along the loop
+IK_ITERATIONS = 60
+IK_TOLERANCE = 1e-5  # m and rad
+IK_DAMPING = 1e-4  # damped least squares: lambda^2 per joint DOF
+ROOT_WEIGHT = 100.0  # the pelvis height is damped this much harder than a joint
+FEET = ("R", "L")
+_SIGNS = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
+
+
+def _foot_bodies(rig, side: str) -> list[int]:
+    return [rig.body_index(n + side) for n in ("Talus", "FootThumb", "FootPinky")]
+
+
+def foot_corners(rig, model, data, q: np.ndarray) -> np.ndarray:
+    """(F, 2, 24, 3) world corners of each foot's contact boxes (talus and both toe groups;
+    right, left) in each frame of q (F, nq)."""
+    feet = [_foot_bodies(rig, s) for s in FEET]
+    local = [np.stack([0.5 * _SIGNS * rig.body_size[b] for b in bodies]) for bodies in feet]  # (3, 8, 3)
+    out = np.empty((len(q), 2, 24, 3))
+    for i, qi in enumerate(q):
+        data.qpos[:] = qi
+        mujoco.mj_kinematics(model, data)
+        for s, bodies in enumerate(feet):
+            ids = np.array(bodies) + 1  # MuJoCo body 0 is the world
+            R = data.ximat[ids].reshape(-1, 3, 3)
+            out[i, s] = (np.einsum("bij,bkj->bki", R, local[s]) + data.xipos[ids][:, None]).reshape(24, 3)
+    return out
+
+
+def planted(corners: np.ndarray, corners_next: np.ndarray, fps: float) -> tuple[np.ndarray, np.ndarray]:
+    """(F, 2) lowest corner height of each foot and whether the foot is planted (module
+    docstring), from its corners in each frame and in the frame after (the same points)."""
+    z = corners[..., 2]
+    low = z.argmin(axis=2)  # (F, 2)
+    h = np.take_along_axis(z, low[..., None], 2)[..., 0]
+    slide = (corners_next - corners)[..., :2] * fps
+    speed = np.linalg.norm(np.take_along_axis(slide, low[..., None, None], 2)[:, :, 0], axis=-1)  # (F, 2)
+    peak = speed.max(axis=0, keepdims=True)
+    return h, (h < STANCE_HEIGHT_M) & (speed < STANCE_SPEED_SHARE * peak)
+
+
+def corrections(h: np.ndarray, stance: np.ndarray) -> np.ndarray:
+    """(F, 2) vertical move of each foot: PLANT_M - h where planted, linear around the loop
+    between plantings, smoothed (SMOOTH_FRAMES); 0 for a foot never planted."""
+    F = len(h)
+    dz = np.zeros_like(h)
+    for s in range(h.shape[1]):
+        idx = np.flatnonzero(stance[:, s])
+        if len(idx):
+            xs = np.concatenate([idx - F, idx, idx + F])
+            dz[:, s] = smooth_loop(np.interp(np.arange(F), xs, np.tile(PLANT_M - h[idx, s], 3)))
+    return dz
+
+
+def smooth_loop(x: np.ndarray) -> np.ndarray:
+    """x (F,) convolved around the loop with a Gaussian of SMOOTH_FRAMES."""
+    k = np.arange(-int(4 * SMOOTH_FRAMES), int(4 * SMOOTH_FRAMES) + 1)
+    w = np.exp(-0.5 * (k / SMOOTH_FRAMES) ** 2)
+    return sum(wi * np.roll(x, -ki) for ki, wi in zip(k, w / w.sum()))
+
+
+def move_feet(space, rig, data, q: np.ndarray, dz: np.ndarray, root_weight: float) -> np.ndarray:
+    """q with both feet's tali moved by dz (2,) straight up (orientations kept), by damped
+    least squares over both legs' hip, knee and ankle DOFs and the pelvis height, the height
+    damped `root_weight` times harder than a joint (so the legs move first and the pelvis
+    only where a leg cannot reach; 0: the pelvis height stays). A knee is held where a step
+    would bend it past its limit (a straight knee is not flipped through), and steps that do
+    not bring the feet closer are halved."""
+    m = space.model
+    tali = [rig.body_index("Talus" + side) + 1 for side in FEET]
+    dofs = np.concatenate([np.arange(rig.dof_start[rig.body_index("Femur" + side)],
+                                     rig.dof_start[rig.body_index("Talus" + side) + 1]) for side in FEET])
+    data.qpos[:] = q
+    mujoco.mj_kinematics(m, data)
+    goals = [(data.xipos[b] + np.array([0.0, 0.0, z]), data.ximat[b].reshape(3, 3).copy()) for b, z in zip(tali, dz)]
+    knees = [rig.body_index("Tibia" + side) for side in FEET]  # hinges: kept inside their limits
+    knee_q = np.array([rig.q_start[b] for b in knees])
+    knee_lo = np.array([rig.joint_lower[b][0] for b in knees])
+    knee_hi = np.array([rig.joint_upper[b][0] for b in knees])
+    if root_weight > 0:
+        dofs = np.concatenate([[2], dofs])
+    knee_at = np.array([int(np.flatnonzero(dofs == rig.dof_start[b])[0]) for b in knees])  # in dofs
+    damp = np.full(len(dofs), IK_DAMPING)
+    if root_weight > 0:
+        damp[0] *= root_weight
+    jp, jr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
+    quat = np.empty(4)
+
+    def error():
+        out = []
+        for b, (p_goal, R_goal) in zip(tali, goals):
+            mujoco.mju_mat2Quat(quat, (R_goal @ data.ximat[b].reshape(3, 3).T).ravel())
+            out += [p_goal - data.xipos[b], quat_to_axis_angle(quat)]
+        return np.concatenate(out)
+
+    e = error()
+    for _ in range(IK_ITERATIONS):
+        if np.abs(e).max() < IK_TOLERANCE:
+            break
+        mujoco.mj_comPos(m, data)
+        rows = []
+        for b in tali:
+            mujoco.mj_jac(m, data, jp, jr, data.xipos[b], b)
+            rows += [jp[:, dofs], jr[:, dofs]]
+        J = np.concatenate(rows)
+        free = np.ones(len(dofs), bool)
+        for _ in range(len(knees) + 1):  # a knee the step would bend past its limit is held
+            step = np.zeros(len(dofs))
+            Jf = J[:, free]
+            step[free] = np.linalg.solve(Jf.T @ Jf + np.diag(damp[free]), Jf.T @ e)
+            bent = q[knee_q] + step[knee_at]
+            past = free[knee_at] & (((bent < knee_lo) & (step[knee_at] < 0)) | ((bent > knee_hi) & (step[knee_at] > 0)))
+            if not past.any():
+                break
+            free[knee_at[past]] = False
+        for _half in range(8):
+            dv = np.zeros(m.nv)
+            dv[dofs] = step
+            trial = space.add(q, dv)
+            trial[knee_q] = np.clip(trial[knee_q], np.minimum(knee_lo, q[knee_q]), np.maximum(knee_hi, q[knee_q]))
+            data.qpos[:] = trial
+            mujoco.mj_kinematics(m, data)
+            e_new = error()
+            if e_new @ e_new < e @ e:
+                q, e = trial, e_new
+                break
+            step = 0.5 * step
+        else:
+            break
+    return q
+
+
+def stance_frames(space, q: np.ndarray, cycle, fps: float) -> tuple[np.ndarray, np.ndarray]:
+    """(F, 2) lowest corner height of each foot (right, left) in each frame of the looped clip
+    q (F, nq; frame F is cycle.apply_q(q[0])), and whether it is planted there (`planted`)."""
+    looped = np.concatenate([q, cycle.apply_q(q[0])[None]])
+    corners = foot_corners(space.rig, space.model, mujoco.MjData(space.model), looped)
+    return planted(corners[:-1], corners[1:], fps)
+
+
+def ground_feet(space, q: np.ndarray, cycle, fps: float) -> tuple[np.ndarray, dict]:
+    """The looped clip q (F, nq; frame F is cycle.apply_q(q[0])) with its feet on the floor
+    (module docstring), and a summary: the share of frames each foot (right, left) is
+    planted, the largest foot and pelvis moves (cm)."""
+    rig = space.rig
+    data = mujoco.MjData(space.model)
+    h, stance = stance_frames(space, q, cycle, fps)
+    dz = corrections(h, stance)
+    if not stance.any():  # a still clip: nothing to do
+        return q.copy(), dict(planted_share=[0.0, 0.0], foot_move_cm=0.0, pelvis_move_cm=0.0)
+    # a foot can always be raised (the knee bends), not always lowered (a stance leg is
+    # nearly straight): first both legs and, where they cannot reach, the pelvis height; the
+    # pelvis's share smoothed around the loop; then the legs alone for what is left
+    free = np.array([move_feet(space, rig, data, qi, dz_i, ROOT_WEIGHT)[2] - qi[2] for qi, dz_i in zip(q, dz)])
+    root = np.minimum(free, 0.0)
+    out = q.copy()
+    out[:, 2] += root
+    for i in range(len(q)):
+        if np.abs(dz[i] - root[i]).max() > 1e-4:
+            out[i] = move_feet(space, rig, data, out[i], dz[i] - root[i], 0.0)
+    return out, dict(planted_share=[round(float(x), 3) for x in stance.mean(axis=0)],
+                     foot_move_cm=round(100 * float(np.abs(dz).max()), 2),
+                     pelvis_move_cm=round(100 * float(np.abs(root).max()), 2))
