@@ -44,38 +44,15 @@ IK_ITERATIONS = 60
 IK_TOLERANCE = 1e-5  # m and rad
 IK_DAMPING = 1e-4  # damped least squares: lambda^2 per joint DOF
 ROOT_WEIGHT = 100.0  # the pelvis height is damped this much harder than a joint
-FEET = ("R", "L")
-_SIGNS = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
+FEET = ("R", "L")  # the order of engine.motion.reference.foot_tracks
 
 
-def _foot_bodies(rig, side: str) -> list[int]:
-    return [rig.body_index(n + side) for n in ("Talus", "FootThumb", "FootPinky")]
-
-
-def foot_corners(rig, model, data, q: np.ndarray) -> np.ndarray:
-    """(F, 2, 24, 3) world corners of each foot's contact boxes (talus and both toe groups;
-    right, left) in each frame of q (F, nq)."""
-    feet = [_foot_bodies(rig, s) for s in FEET]
-    local = [np.stack([0.5 * _SIGNS * rig.body_size[b] for b in bodies]) for bodies in feet]  # (3, 8, 3)
-    out = np.empty((len(q), 2, 24, 3))
-    for i, qi in enumerate(q):
-        data.qpos[:] = qi
-        mujoco.mj_kinematics(model, data)
-        for s, bodies in enumerate(feet):
-            ids = np.array(bodies) + 1  # MuJoCo body 0 is the world
-            R = data.ximat[ids].reshape(-1, 3, 3)
-            out[i, s] = (np.einsum("bij,bkj->bki", R, local[s]) + data.xipos[ids][:, None]).reshape(24, 3)
-    return out
-
-
-def planted(corners: np.ndarray, corners_next: np.ndarray, fps: float) -> tuple[np.ndarray, np.ndarray]:
+def planted(tracks, fps: float) -> tuple[np.ndarray, np.ndarray]:
     """(F, 2) lowest corner height of each foot and whether the foot is planted (module
-    docstring), from its corners in each frame and in the frame after (the same points)."""
-    z = corners[..., 2]
-    low = z.argmin(axis=2)  # (F, 2)
-    h = np.take_along_axis(z, low[..., None], 2)[..., 0]
-    slide = (corners_next - corners)[..., :2] * fps
-    speed = np.linalg.norm(np.take_along_axis(slide, low[..., None, None], 2)[:, :, 0], axis=-1)  # (F, 2)
+    docstring), from engine.motion.reference.foot_tracks of the frames and the frame after
+    (its lowest corner in each frame and where that point on the foot is one frame later)."""
+    h = np.stack([low[:-1, 2] for low, _ in tracks], axis=1)
+    speed = np.stack([np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=1) for low, nxt in tracks], axis=1) * fps
     peak = speed.max(axis=0, keepdims=True)
     return h, (h < STANCE_HEIGHT_M) & (speed < STANCE_SPEED_SHARE * peak)
 
@@ -100,14 +77,14 @@ def smooth_loop(x: np.ndarray) -> np.ndarray:
     return sum(wi * np.roll(x, -ki) for ki, wi in zip(k, w / w.sum()))
 
 
-def move_feet(space, rig, data, q: np.ndarray, dz: np.ndarray, root_weight: float) -> np.ndarray:
+def move_feet(space, data, q: np.ndarray, dz: np.ndarray, root_weight: float) -> np.ndarray:
     """q with both feet's tali moved by dz (2,) straight up (orientations kept), by damped
     least squares over both legs' hip, knee and ankle DOFs and the pelvis height, the height
     damped `root_weight` times harder than a joint (so the legs move first and the pelvis
     only where a leg cannot reach; 0: the pelvis height stays). A knee is held where a step
     would bend it past its limit (a straight knee is not flipped through), and steps that do
     not bring the feet closer are halved."""
-    m = space.model
+    m, rig = space.model, space.rig
     tali = [rig.body_index("Talus" + side) + 1 for side in FEET]
     dofs = np.concatenate([np.arange(rig.dof_start[rig.body_index("Femur" + side)],
                                      rig.dof_start[rig.body_index("Talus" + side) + 1]) for side in FEET])
@@ -174,16 +151,22 @@ def move_feet(space, rig, data, q: np.ndarray, dz: np.ndarray, root_weight: floa
 def stance_frames(space, q: np.ndarray, cycle, fps: float) -> tuple[np.ndarray, np.ndarray]:
     """(F, 2) lowest corner height of each foot (right, left) in each frame of the looped clip
     q (F, nq; frame F is cycle.apply_q(q[0])), and whether it is planted there (`planted`)."""
+    from ..motion.reference import foot_tracks
+
+    m, data = space.model, mujoco.MjData(space.model)
     looped = np.concatenate([q, cycle.apply_q(q[0])[None]])
-    corners = foot_corners(space.rig, space.model, mujoco.MjData(space.model), looped)
-    return planted(corners[:-1], corners[1:], fps)
+    pos, rot = np.empty((len(looped), m.nbody - 1, 3)), np.empty((len(looped), m.nbody - 1, 3, 3))
+    for i, qi in enumerate(looped):  # every body's frame, as the physics places it (MuJoCo body 0: the world)
+        data.qpos[:] = qi
+        mujoco.mj_kinematics(m, data)
+        pos[i], rot[i] = data.xipos[1:], data.ximat[1:].reshape(-1, 3, 3)
+    return planted(foot_tracks(space.rig, rot, pos), fps)
 
 
 def ground_feet(space, q: np.ndarray, cycle, fps: float) -> tuple[np.ndarray, dict]:
     """The looped clip q (F, nq; frame F is cycle.apply_q(q[0])) with its feet on the floor
     (module docstring), and a summary: the share of frames each foot (right, left) is
     planted, the largest foot and pelvis moves (cm)."""
-    rig = space.rig
     data = mujoco.MjData(space.model)
     h, stance = stance_frames(space, q, cycle, fps)
     dz = corrections(h, stance)
@@ -192,13 +175,14 @@ def ground_feet(space, q: np.ndarray, cycle, fps: float) -> tuple[np.ndarray, di
     # a foot can always be raised (the knee bends), not always lowered (a stance leg is
     # nearly straight): first both legs and, where they cannot reach, the pelvis height; the
     # pelvis's share smoothed around the loop; then the legs alone for what is left
-    free = np.array([move_feet(space, rig, data, qi, dz_i, ROOT_WEIGHT)[2] - qi[2] for qi, dz_i in zip(q, dz)])
+    free = np.array([move_feet(space, data, qi, dz_i, ROOT_WEIGHT)[2] - qi[2] for qi, dz_i in zip(q, dz)])
     root = np.minimum(free, 0.0)
+    legs = dz - root[:, None]
     out = q.copy()
     out[:, 2] += root
     for i in range(len(q)):
-        if np.abs(dz[i] - root[i]).max() > 1e-4:
-            out[i] = move_feet(space, rig, data, out[i], dz[i] - root[i], 0.0)
+        if np.abs(legs[i]).max() > 1e-4:
+            out[i] = move_feet(space, data, out[i], legs[i], 0.0)
     return out, dict(planted_share=[round(float(x), 3) for x in stance.mean(axis=0)],
                      foot_move_cm=round(100 * float(np.abs(dz).max()), 2),
                      pelvis_move_cm=round(100 * float(np.abs(root).max()), 2))
