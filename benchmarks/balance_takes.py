@@ -7,8 +7,8 @@ Each take starts at the clip's first frame with no root residual, as `sinew simu
 (when), its mean joint error, its forward speed against the reference's over the last
 quarter, the report's push recovery and gait lines, and the computing time per simulated
 second. Slow: ~20 s a simulated second on the 2-core reference machine, so the full list
-(60 s walk, three pushes, a Mixamo-style copy, the tired walk, 10 s of the bundled sprint)
-takes ~50 minutes; results are in docs/research/balance.md (tenth session on).
+(60 s walk, three pushes, a Mixamo-style copy, the walk mirrored, played at 0.65 and at 1.25
+of its pace, the tired walk, 10 s of the bundled sprint) takes ~60 minutes; results are in docs/research/balance.md (tenth session on).
 """
 import argparse
 import os
@@ -38,6 +38,9 @@ TAKES = {
     "push_backward": ("walk", 10.0, 1.0, ("4:0,120,0:0.2",)),
     "push_sideways": ("walk", 10.0, 1.0, ("4:120,0,0:0.2",)),
     "mixamo_30fps_tpose": ("mixamo", 10.0, 1.0, ()),
+    "mirrored": ("mirrored", 10.0, 1.0, ()),
+    "slow_walk": ("slow", 10.0, 1.0, ()),
+    "brisk_walk": ("brisk", 10.0, 1.0, ()),
     "tired": ("walk", 60.0, 50.0, ()),
     "sprint": ("run", 10.0, 1.0, ()),
 }
@@ -48,7 +51,9 @@ def clip_path(kind: str, folder: Path) -> Path:
         return MOTION / f"{kind}.bvh"
     from tests.clips import variant_file
 
-    return variant_file(folder, "walk", names="mixamo", fps=30, pose="T", pose_frames=1)
+    made = {"mixamo": dict(names="mixamo", fps=30, pose="T", pose_frames=1), "mirrored": dict(mirrored=True),
+            "slow": dict(tempo=0.65), "brisk": dict(tempo=1.25)}  # the bundled walk transformed
+    return variant_file(folder, "walk", **made[kind])
 
 
 def speed(take, quarter=True) -> tuple[float, float]:

@@ -144,12 +144,21 @@ def insert_pose(m: SourceMotion, kind: str = "T", frames: int = 1, ease: int = 0
     return SourceMotion(m.skeleton, np.concatenate(R), np.concatenate(T), m.frame_time, local)
 
 
+def retime(m: SourceMotion, tempo: float) -> SourceMotion:
+    """The same frames played `tempo` times as fast (a slower or brisker performance of the
+    same steps: cadence and speed scale by tempo, stride length stays)."""
+    return SourceMotion(m.skeleton, m.rotations, m.root_translation, m.frame_time / tempo, m.local_translations)
+
+
 def variant(clip: str = "walk", names: str = "mass", fps: float | None = None, mirrored: bool = False,
-            pose: str | None = None, pose_frames: int = 1, ease: int = 0, cycles: int = 1) -> SourceMotion:
-    """A bundled clip looped `cycles` times, renamed, resampled, mirrored and with a
-    calibration pose (held for pose_frames, then easing into the motion over `ease`
+            pose: str | None = None, pose_frames: int = 1, ease: int = 0, cycles: int = 1,
+            tempo: float | None = None) -> SourceMotion:
+    """A bundled clip looped `cycles` times, renamed, retimed to `tempo`, resampled, mirrored
+    and with a calibration pose (held for pose_frames, then easing into the motion over `ease`
     frames), in that order."""
     m = rename(loop(bundled(clip), cycles) if cycles > 1 else bundled(clip), names)
+    if tempo is not None:
+        m = retime(m, tempo)
     if fps is not None:
         m = resample(m, fps)
     if mirrored:
