@@ -344,16 +344,19 @@ def report_markdown(take, files) -> str:
         lines += ["", "What each clip asks of the body, solved along its reference with activations free in "
                   "[0, 1] (engine.control.demands; the bundled walk: 24 N m, 0.02 body weights), and how far "
                   "its stance feet were moved onto the floor (engine.control.grounding):", "",
-                  "| clip | unmet joint torque, mean / max (N m) | root help, mean / max (body weights) | worst joints (N m) "
+                  "| clip | unmet joint torque, mean / max (N m) | root help, mean / max (body weights) "
+                  "| root torque help, mean / max (N m) | worst joints (N m) "
                   "| feet grounded: foot / pelvis moved (cm), share planted (right, left) |",
-                  "|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|"]
         for d in m["demands"]:
             worst = ", ".join(f"{k} {v:.0f}" for k, v in d["worst_joints"].items())
+            torque = (f"{d['root_torque_help_Nm_mean']:.0f} / {d['root_torque_help_Nm_max']:.0f}"
+                      if "root_torque_help_Nm_mean" in d else "-")
             g = d.get("grounding")
             moved = "-" if not g else (f"{g['foot_move_cm']:.1f} / {g['pelvis_move_cm']:.1f}, "
                                        f"{g['planted_share'][0]:.2f} / {g['planted_share'][1]:.2f}")
             lines.append(f"| {Path(d['clip']).name} | {d['unmet_joint_torque_Nm_mean']:.0f} / {d['unmet_joint_torque_Nm_max']:.0f} | "
-                         f"{d['root_help_body_weights_mean']:.2f} / {d['root_help_body_weights_max']:.2f} | {worst} | {moved} |")
+                         f"{d['root_help_body_weights_mean']:.2f} / {d['root_help_body_weights_max']:.2f} | {torque} | {worst} | {moved} |")
     lines += take_report.extra_markdown(take)
     lines += ["", f"Controller: {m['controller']}, backend {m['backend']}, fatigue scale "
               f"{m['fatigue']['scale']:g} (F = {m['fatigue']['F']:g}, R = {m['fatigue']['R']:g}, r = {m['fatigue']['r']:g}), "

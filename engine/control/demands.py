@@ -10,12 +10,17 @@ from what this body can do:
 - unmet joint torque (N m, norm over the non-root joints): torque no activation pattern
   gives, at these poses and speeds;
 - root help (body weights): force on the pelvis that neither the ground nor the muscles
-  provide, i.e. the reference's root accelerates in a way its foot contacts cannot explain.
+  provide, i.e. the reference's root accelerates in a way its foot contacts cannot explain;
+  and its torque (N m): where no foot touches, the rate at which the clip's angular momentum
+  changes, which nothing can give in flight (tests/test_tracking.py checks it against
+  MuJoCo's own momentum).
 
 Measured on the bundled clips with their stance feet grounded as a take plays them
 (engine.control.grounding): walk 24 N m (mostly the toes) and 0.02 body weights; sprint 87 N m
 (knees, hips) and 0.21-0.24 body weights (as retargeted: 0.03 and 0.39; the sprint's right foot
-landed in the air and sank into the floor). A take of a clip that needs much root help leans on
+landed in the air and sank into the floor); root torque, walk 12 N m, sprint 92 N m (its flights
+turn the body ~90 N m forward and 20-30 N m about the vertical: the capture's flight phases
+are not ballistic, docs/research/balance.md, eighteenth session). A take of a clip that needs much root help leans on
 the residual (`--residual`) or falls without it.
 """
 from __future__ import annotations
@@ -30,10 +35,12 @@ MARGIN = 0.02  # m: foot corners this near the floor may push (the clip's own co
 MAX_SAMPLES = 60  # frames solved per clip (every k-th frame of a long clip)
 
 
-def reference_demands(ctrl, sim, clip: CyclicClip) -> dict:
+def reference_demands(ctrl, sim, clip: CyclicClip, trace: list | None = None) -> dict:
     """Demands of `clip` (see the module docstring) using the tracking controller `ctrl`'s
     dynamics, moment arms and contacts on `sim`'s physics. Moves the physics state: the
-    caller puts the character back where it starts."""
+    caller puts the character back where it starts. `trace`, a list when given, receives
+    (frame, root help as the root joint's generalised force (6,), contact rows) per frame
+    solved."""
     rig = ctrl.rig
     M = rig.num_muscles
     lo, hi = np.zeros(M), np.ones(M)
@@ -41,7 +48,7 @@ def reference_demands(ctrl, sim, clip: CyclicClip) -> dict:
     weight = rig.mass_kg * G
     start = rig.dof_start
     frames = range(0, clip.frames, max(1, -(-clip.frames // MAX_SAMPLES)))
-    unmet, help_bw, per_joint = [], [], np.zeros(rig.num_bodies)
+    unmet, help_bw, help_nm, per_joint = [], [], [], np.zeros(rig.num_bodies)
     sol = None
     for k in frames:
         q, v, a = clip.q[k], clip.qvel[k], clip.qacc[k]
@@ -56,6 +63,9 @@ def reference_demands(ctrl, sim, clip: CyclicClip) -> dict:
         left[:6] -= sol.residual
         unmet.append(float(np.linalg.norm(left[6:])))
         help_bw.append(float(np.linalg.norm(sol.residual[:3])) / weight)
+        help_nm.append(float(np.linalg.norm(sol.residual[3:])))
+        if trace is not None:
+            trace.append((k, sol.residual.copy(), len(Jc)))
         for b in range(1, rig.num_bodies):
             per_joint[b] += np.linalg.norm(left[start[b]:start[b + 1]])
     per_joint /= len(unmet)
@@ -65,6 +75,8 @@ def reference_demands(ctrl, sim, clip: CyclicClip) -> dict:
                 unmet_joint_torque_Nm_max=round(float(np.max(unmet)), 2),
                 root_help_body_weights_mean=round(float(np.mean(help_bw)), 4),
                 root_help_body_weights_max=round(float(np.max(help_bw)), 4),
+                root_torque_help_Nm_mean=round(float(np.mean(help_nm)), 2),
+                root_torque_help_Nm_max=round(float(np.max(help_nm)), 2),
                 worst_joints={rig.body_names[b]: round(float(per_joint[b]), 2) for b in worst},
                 grounding=clip.grounding)
 
@@ -73,6 +85,8 @@ def figures(d: dict) -> str:
     """The demands of one clip in words, for reports and warnings."""
     out = (f"{d['unmet_joint_torque_Nm_mean']:.0f} N m of joint torque beyond the muscles, "
            f"{d['root_help_body_weights_mean']:.2f} body weights of root help")
+    if "root_torque_help_Nm_mean" in d:  # a take saved before it was measured has none
+        out += f" and {d['root_torque_help_Nm_mean']:.0f} N m of root torque"
     g = d.get("grounding")  # a take saved before the feet were grounded has none
     if g and g["foot_move_cm"] > 0:
         out += f" (its stance feet moved up to {g['foot_move_cm']:.1f} cm onto the floor)"
