@@ -8,7 +8,8 @@ Each take starts at the clip's first frame with no root residual, as `sinew simu
 quarter, the report's push recovery and gait lines, and the computing time per simulated
 second. Slow: ~20 s a simulated second on the 2-core reference machine, so the full list
 (60 s walk, three pushes, a Mixamo-style copy, the walk mirrored, played at 0.65 and at 1.25
-of its pace, the tired walk, 10 s of the bundled sprint) takes ~60 minutes; results are in docs/research/balance.md (tenth session on).
+of its pace, the tired walk, 10 s of the bundled sprint) takes ~60 minutes; results are in
+docs/research/balance.md (tenth session on).
 """
 import argparse
 import os

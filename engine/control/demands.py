@@ -20,8 +20,8 @@ Measured on the bundled clips with their stance feet grounded as a take plays th
 (knees, hips) and 0.21-0.24 body weights (as retargeted: 0.03 and 0.39; the sprint's right foot
 landed in the air and sank into the floor); root torque, walk 12 N m, sprint 92 N m (its flights
 turn the body ~90 N m forward and 20-30 N m about the vertical: the capture's flight phases
-are not ballistic, docs/research/balance.md, eighteenth session). A take of a clip that needs much root help leans on
-the residual (`--residual`) or falls without it.
+are not ballistic, docs/research/balance.md, eighteenth session). A take of a clip that needs
+much root help leans on the residual (`--residual`) or falls without it.
 """
 from __future__ import annotations
 
