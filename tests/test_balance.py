@@ -21,6 +21,15 @@ from . import clips
 from .conftest import MOTION_DIR
 
 
+def speeds_from(take, t0: float) -> tuple[float, float]:
+    """Horizontal speed of the pelvis and of the reference from t0 to the take's end (m/s),
+    over the same frames."""
+    late = take.times >= t0
+    span = take.times[late][-1] - take.times[late][0]
+    go = lambda q: float(np.linalg.norm(q[late][-1, :2] - q[late][0, :2]) / span)
+    return go(take.q), go(take.q_ref)
+
+
 @pytest.mark.xfail(reason="the tracker alone does not balance without the root residual: the walk falls "
                    "after ~3 s (docs/research/balance.md); the balance planner is too slow for a 60 s CI take", strict=True)
 def test_fresh_walk_60_s_on_its_own_muscles(rig):
@@ -274,10 +283,7 @@ def test_balanced_walk_outlasts_the_tracker_alone(tmp_path):
     from engine.take import load_take
 
     take = load_take(tmp_path / "balanced" / "take.npz")
-    late = take.times >= 2.5  # two strides: speed against the reference's over the same frames
-    span = take.times[late][-1] - take.times[late][0]
-    speed = np.linalg.norm(take.q[late][-1, :2] - take.q[late][0, :2]) / span
-    ref = np.linalg.norm(take.q_ref[late][-1, :2] - take.q_ref[late][0, :2]) / span
+    speed, ref = speeds_from(take, 2.5)  # two strides
     assert abs(speed - ref) <= 0.1 * ref
     assert "balance     planned ahead without the residual" in r.stderr
 
@@ -296,9 +302,6 @@ def test_balanced_walk_of_a_transformed_capture(rig, tmp_path):
     s = take.meta["summary"]
     assert not s["fell"] and np.abs(take.residual_force).max() == 0.0
     assert s["joint_err_deg_mean"] <= 6.0
-    late = take.times >= 2.0
-    span = take.times[late][-1] - take.times[late][0]
-    speed = np.linalg.norm(take.q[late][-1, :2] - take.q[late][0, :2]) / span
-    ref = np.linalg.norm(take.q_ref[late][-1, :2] - take.q_ref[late][0, :2]) / span
+    speed, ref = speeds_from(take, 2.0)
     assert abs(speed - ref) <= 0.1 * ref
     assert ref == pytest.approx(0.8 * 1.25, rel=0.1)  # the bundled walk's 1.25 m/s at 0.8 of its pace
