@@ -342,7 +342,7 @@ def report_markdown(take, files) -> str:
             lines.append(f"| {g} | {v:.3f} | {'-' if t_end is None else f'{t_end:.1f}'} |")
     if m.get("demands"):
         lines += ["", "What each clip asks of the body, solved along its reference with activations free in "
-                  "[0, 1] (engine.control.demands; the bundled walk: 24 N m, 0.02 body weights), and how far "
+                  "[0, 1] (engine.control.demands; the bundled walk at strength 3: 15 N m, 0.02 body weights), and how far "
                   "its stance feet were moved onto the floor (engine.control.grounding):", "",
                   "| clip | unmet joint torque, mean / max (N m) | root help, mean / max (body weights) "
                   "| root torque help, mean / max (N m) | worst joints (N m) "

@@ -98,3 +98,25 @@ def test_grounded_clips_ask_less_root_help(rig):
         ctrl = TrackingController(sim, MotionPlan(rig, [(ref, 1.0, name)]))
         before, after = (reference_demands(ctrl, sim, c)["root_help_body_weights_mean"] for c in (raw, grounded))
         assert after < drop * before, (source.name, before, after)
+
+
+def test_feet_are_moved_in_any_direction(rig):
+    """move_feet with an offset per foot (2, 3): each talus goes where it is sent, turned as
+    it was, the pelvis where it was (MuJoCo's own kinematics of the result)."""
+    from engine.control.grounding import move_feet
+
+    space, raw, _ = _clips(rig, WALK)
+    data = mujoco.MjData(space.model)
+    q = raw.q[40]
+    tali = [rig.body_index("Talus" + s) + 1 for s in "RL"]  # MuJoCo body 0 is the world
+
+    def feet(qi):
+        data.qpos[:] = qi
+        mujoco.mj_kinematics(space.model, data)
+        return data.xipos[tali].copy(), data.ximat[tali].copy()
+
+    offset = np.array([[0.02, -0.01, 0.01], [-0.015, 0.005, 0.01]])  # raised: no leg is at full stretch
+    (p0, R0), (p1, R1) = feet(q), feet(move_feet(space, data, q, offset, 0.0))
+    np.testing.assert_allclose(p1 - p0, offset, atol=1e-4)
+    np.testing.assert_allclose(R1, R0, atol=1e-3)
+    assert np.array_equal(move_feet(space, data, q, offset, 0.0)[:7], q[:7])

@@ -7,6 +7,7 @@ working muscles' M_F, the muscles' strength, the seed.
     python docs/research/sprint_levers.py --name tired --clips walk:60 --fatigue 50 --replan 24
     python docs/research/sprint_levers.py --name st --straighten --seconds 10 --seed 2
     python docs/research/sprint_levers.py --name m --clips /tmp/mirrored.bvh:10
+    python docs/research/sprint_levers.py --name fh0 --flight-help 1 --seed 0 --seconds 8
 
 A clip is a bundled one's name or a path to a .bvh file.
 
@@ -54,6 +55,18 @@ ap.add_argument("--no-ground", action="store_true", help="the clips as retargete
 ap.add_argument("--w-yaw", type=float, default=0.0, help="planner cost per rad^2 of pelvis heading error")
 ap.add_argument("--root-yaw-weight", type=float, default=0.0, help="solve's cost per (rad/s^2)^2 of root yaw "
                 "acceleration change (default: the weights' root_acceleration)")
+ap.add_argument("--w-momentum", type=float, default=0.0, help="planner cost per (kg m^2/s)^2 of angular momentum "
+                "error about the centre of mass against the reference's, each rollout step")
+ap.add_argument("--braking", type=int, default=0, help="passes of braking_stance.py's centre-of-mass braking")
+ap.add_argument("--ballistic", action="store_true", help="the clips' flights made ballistic (ballistic_flights.py)")
+ap.add_argument("--flight-help", type=float, default=0.0, help="a root residual of this many body weights "
+                "where no foot corner is near the floor (what a ballistic reference would not need)")
+ap.add_argument("--stance-help", action="store_true", help="--flight-help's residual where a foot is near the "
+                "floor instead of where none is")
+ap.add_argument("--flight-help-axes", default="012345", help="which of the root residual's components "
+                "--flight-help may use (0-2 force x, y, z; 3-5 torque, the root's frame)")
+ap.add_argument("--flight-free", type=float, default=0.0, help="where no foot corner is near the floor, the "
+                "solve's root acceleration change this many times cheaper (the root goes where the physics puts it)")
 ap.add_argument("--straighten", action="store_true", help="each looped clip's per-cycle turn removed (a straight path)")
 a = ap.parse_args()
 if a.work_signal:
@@ -74,6 +87,15 @@ if a.no_ground:
     import engine.control.plan as plan_mod
     _init = plan_mod.CyclicClip.__init__
     plan_mod.CyclicClip.__init__ = lambda self, *args, **kw: _init(self, *args, **{**kw, "ground": False})
+if a.braking:
+    os.environ["BRAKE_PASSES"] = str(a.braking)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import braking_stance
+    braking_stance.install()
+if a.ballistic:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import ballistic_flights
+    ballistic_flights.install()
 if a.straighten:
     import types
     import engine.control.plan as plan_mod
@@ -106,6 +128,24 @@ if a.w_yaw:
         e = float(np.angle(np.exp(1j * (_yaw(q[3:7]) - _yaw(q_ref[3:7])))))
         return _cost(sim, ctl) + a.w_yaw * e * e
     bal.rollout_cost = yaw_cost
+if a.w_momentum:
+    import mujoco
+    import engine.control.balance as bal_m
+    _cost_m = bal_m.rollout_cost
+    _ref_data = {}
+
+    def momentum_cost(sim, ctl):
+        m = sim.physics.model
+        d = sim.physics.data
+        rd = _ref_data.setdefault(id(m), mujoco.MjData(m))
+        q_ref, v_ref, _ = ctl.reference(sim.steps)
+        rd.qpos[:], rd.qvel[:] = q_ref, v_ref
+        mujoco.mj_forward(m, rd)
+        mujoco.mj_subtreeVel(m, rd)
+        mujoco.mj_subtreeVel(m, d)
+        e = d.subtree_angmom[1] - rd.subtree_angmom[1]
+        return _cost_m(sim, ctl) + a.w_momentum * float(e @ e)
+    bal_m.rollout_cost = momentum_cost
 if a.root_yaw_weight:
     import engine.control.coordination as co
     _coord = co.coordinate
@@ -120,6 +160,30 @@ if a.root_yaw_weight:
         return _coord(*args, **kw)
     import engine.control.tracking as trk
     trk.coordinate = coord
+if a.flight_help:
+    import engine.control.coordination as co2
+    import engine.control.tracking as trk2
+    _coord2 = trk2.coordinate
+
+    def coord_flight(*args, **kw):  # in flight (no contact rows; in stance with --stance-help) the root may be held
+        if (len(kw["Jc"]) > 0) == a.stance_help:
+            bw = 9.81 * 75.0 * a.flight_help
+            if a.flight_help_axes == "012345" and a.flight_help >= 1:  # it meets the root's rows: no giving way
+                kw = {**kw, "residual_bound": np.full(6, bw), "root_inertia": None}
+            else:  # the root still gives way for what the hand does not hold
+                bound = np.array([bw if str(i) in a.flight_help_axes else 1e-9 for i in range(6)])
+                kw = {**kw, "residual_bound": bound}
+        return _coord2(*args, **kw)
+    trk2.coordinate = coord_flight
+if a.flight_free:
+    import engine.control.tracking as trk3
+    _coord3 = trk3.coordinate
+
+    def coord_free(*args, **kw):  # in flight (no contact rows) the root's wanted acceleration is cheap to change
+        if len(kw["Jc"]) == 0 and kw.get("root_inertia") is not None:
+            kw = {**kw, "root_inertia": kw["root_inertia"] * np.sqrt(a.flight_free)}
+        return _coord3(*args, **kw)
+    trk3.coordinate = coord_free
 if a.rate:
     import engine.control.pace as pace_mod
     pace_mod.target_rate = lambda mf, strength: a.rate
@@ -141,6 +205,7 @@ rows = []
 for i in range(0, len(t), 15):
     rows.append(f"{t[i]:.1f}:z{q[i,2]:.2f}/{qr[i,2]:.2f} e{take.joint_err_deg[i]:.0f}")
 out = dict(name=a.name, seconds=s["seconds"], fell=s["fell"], err=s["joint_err_deg_mean"], wall=round(time.time() - t0),
+           residual_N=s["residual_mean_N"], residual_Nm=s["residual_torque_mean_Nm"],
            gait=s.get("gait", {}).get("early"), late=s.get("gait", {}).get("late"), pace=s.get("pace"),
            MF=s.get("MF_final_by_group"), balance=take.meta.get("balance"))
 print(" | ".join(rows))

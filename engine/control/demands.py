@@ -15,13 +15,20 @@ from what this body can do:
   changes, which nothing can give in flight (tests/test_tracking.py checks it against
   MuJoCo's own momentum).
 
-Measured on the bundled clips with their stance feet grounded as a take plays them
-(engine.control.grounding): walk 24 N m (mostly the toes) and 0.02 body weights; sprint 87 N m
-(knees, hips) and 0.21-0.24 body weights (as retargeted: 0.03 and 0.39; the sprint's right foot
-landed in the air and sank into the floor); root torque, walk 12 N m, sprint 92 N m (its flights
-turn the body ~90 N m forward and 20-30 N m about the vertical: the capture's flight phases
-are not ballistic, docs/research/balance.md, eighteenth session). A take of a clip that needs
-much root help leans on the residual (`--residual`) or falls without it.
+Measured on the bundled clips as a take plays them (strength 3, stance feet grounded by
+engine.control.grounding): the walk 15 N m of unmet joint torque (mostly the toes), 0.02
+body weights and 12 N m of root help; the sprint 43 N m, 0.21 body weights (as retargeted,
+feet not grounded: 0.39) and 92 N m. The sprint's root torque is both in flight, where it is
+the rate of change of the clip's angular momentum (its flights turn the body ~90 N m forward
+and 20-30 N m about the vertical: they are not ballistic), and in stance, where the capture's
+rate of angular momentum change is not one a ground force from under the foot can give
+(~100-200 N m about the lateral axis, with 100-170 N of fore-aft force, in opposite senses
+after landing and before take-off). Making the flights ballistic alone moves that need into
+the stance beside them (docs/research/balance.md, eighteenth and nineteenth sessions). The
+root help is the residual the solve chose at the tracker's weights; with the residual 100x
+dearer the root's rows are left as far unmet (0.23 body weights, 95 N m), so it is what the
+contacts cannot give, not a cost trade. A take of a clip that needs much root help leans on
+the residual (`--residual`) or falls without it.
 """
 from __future__ import annotations
 

@@ -78,7 +78,8 @@ def smooth_loop(x: np.ndarray) -> np.ndarray:
 
 
 def move_feet(space, data, q: np.ndarray, dz: np.ndarray, root_weight: float) -> np.ndarray:
-    """q with both feet's tali moved by dz (2,) straight up (orientations kept), by damped
+    """q with both feet's tali moved by dz (2,) straight up, or by dz (2, 3) in any direction
+    (orientations kept), by damped
     least squares over both legs' hip, knee and ankle DOFs and the pelvis height, the height
     damped `root_weight` times harder than a joint (so the legs move first and the pelvis
     only where a leg cannot reach; 0: the pelvis height stays). A knee is held where a step
@@ -90,7 +91,8 @@ def move_feet(space, data, q: np.ndarray, dz: np.ndarray, root_weight: float) ->
                                      rig.dof_start[rig.body_index("Talus" + side) + 1]) for side in FEET])
     data.qpos[:] = q
     mujoco.mj_kinematics(m, data)
-    goals = [(data.xipos[b] + np.array([0.0, 0.0, z]), data.ximat[b].reshape(3, 3).copy()) for b, z in zip(tali, dz)]
+    goals = [(data.xipos[b] + (np.array([0.0, 0.0, z]) if np.ndim(z) == 0 else z), data.ximat[b].reshape(3, 3).copy())
+             for b, z in zip(tali, dz)]
     knees = [rig.body_index("Tibia" + side) for side in FEET]  # hinges: kept inside their limits
     knee_q = np.array([rig.q_start[b] for b in knees])
     knee_lo = np.array([rig.joint_lower[b][0] for b in knees])

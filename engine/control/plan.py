@@ -178,17 +178,18 @@ class CyclicClip:
             b = self.cycle.apply_q(q[0]) if i == F - 1 else q[i + 1]
             qvel[i] = space.diff(a, b) / (2 * dt)
         qvel = self._lowpass(qvel, cutoff_hz)
-        # accelerations: central difference of velocities around the loop (the last frame's
-        # successor is frame 0 of the next cycle, whose world-frame root velocity is turned)
-        v_next = np.concatenate([qvel[1:], self.cycle.apply_v(qvel[:1])])
-        inv = Planar(-self.cycle.yaw)
-        v_prev = np.concatenate([inv.apply_v(qvel[-1:]), qvel[:-1]])
-        qacc = (v_next - v_prev) / (2 * dt)
-        self.q, self.qvel, self.qacc = q, qvel, qacc
+        self.q, self.qvel, self.qacc = q, qvel, self.accelerations(qvel)
         self.frames = F
         self.seconds = F * dt
         self._powers = [Planar()]
         self._placed: dict[tuple[int, Planar], Planar] = {}
+
+    def accelerations(self, qvel: np.ndarray) -> np.ndarray:
+        """Central differences of the looped clip's velocities (F, nv): the last frame's
+        successor is frame 0 of the next cycle, whose world-frame root velocity is turned."""
+        v_next = np.concatenate([qvel[1:], self.cycle.apply_v(qvel[:1])])
+        v_prev = np.concatenate([Planar(-self.cycle.yaw).apply_v(qvel[-1:]), qvel[:-1]])
+        return (v_next - v_prev) / (2.0 / PHYSICS_HZ)  # as (2 dt), bit for bit
 
     def _lowpass(self, v: np.ndarray, cutoff_hz: float) -> np.ndarray:
         """Zero-phase low-pass of the looped clip's velocities (F, nv): |H(f)|^2 =
