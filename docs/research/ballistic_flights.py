@@ -156,25 +156,30 @@ def install() -> None:
     plan.CyclicClip.__init__ = ballistic_init
 
 
-if __name__ == "__main__":
+def demands_before_after(install_edit, label: str, names) -> None:
+    """Print the demands (engine.control.demands, strength 3) of the bundled clips `names`
+    as captured, then after `install_edit()` has hooked a reference edit in."""
     from engine import fatigue as fat
     from engine.control import TrackingController
     from engine.control.demands import reference_demands
-    from engine.control.plan import CyclicClip, MotionPlan, load_clip
+    from engine.control.plan import MotionPlan, load_clip
     from engine.rig import load_rig
     from engine.simulation import Simulation
 
     rig = load_rig().with_strength(3.0)
     motion = Path(__file__).resolve().parents[3] / "shared" / "reference" / "mass" / "motion"
-    clips = {name: load_clip(rig, motion / f"{name}.bvh")[0] for name in ("run", "walk")}
-    for label in ("as captured", "ballistic"):
-        if label == "ballistic":
-            install()
+    clips = {name: load_clip(rig, motion / f"{name}.bvh")[0] for name in names}
+    for edit in ("as captured", label):
+        if edit == label:
+            install_edit()
         for name, ref in clips.items():
             plan = MotionPlan(rig, [(ref, 1.0, name)])
             sim = Simulation(rig, "mujoco", fatigue=fat.FatigueParams(scale=0.0))
-            ctrl = TrackingController(sim, plan)
             clip = plan.segments[0].clip
-            d = reference_demands(ctrl, sim, clip)
-            print(name, label, getattr(clip, "flights", None),
+            d = reference_demands(TrackingController(sim, plan), sim, clip)
+            print(name, edit, getattr(clip, "flights", None),
                   {k: v for k, v in d.items() if k.startswith(("root", "unmet"))}, flush=True)
+
+
+if __name__ == "__main__":
+    demands_before_after(install, "ballistic", sys.argv[1:] or ("run", "walk"))

@@ -116,22 +116,7 @@ def install() -> None:
 
 
 if __name__ == "__main__":
-    from engine import fatigue as fat
-    from engine.control import TrackingController
-    from engine.control.demands import reference_demands
-    from engine.control.plan import MotionPlan, load_clip
-    from engine.rig import load_rig
-    from engine.simulation import Simulation
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from ballistic_flights import demands_before_after
 
-    rig = load_rig().with_strength(3.0)
-    motion = Path(__file__).resolve().parents[3] / "shared" / "reference" / "mass" / "motion"
-    clips = {name: load_clip(rig, motion / f"{name}.bvh")[0] for name in sys.argv[1:] or ("run", "walk")}
-    for label in ("as captured", "braked"):
-        if label == "braked":
-            install()
-        for name, ref in clips.items():
-            plan = MotionPlan(rig, [(ref, 1.0, name)])
-            sim = Simulation(rig, "mujoco", fatigue=fat.FatigueParams(scale=0.0))
-            ctrl = TrackingController(sim, plan)
-            d = reference_demands(ctrl, sim, plan.segments[0].clip)
-            print(name, label, {k: v for k, v in d.items() if k.startswith(("root", "unmet"))}, flush=True)
+    demands_before_after(install, "braked", sys.argv[1:] or ("run", "walk"))
