@@ -81,9 +81,9 @@ def move_feet(space, data, q: np.ndarray, dz: np.ndarray, root_weight: float) ->
     """q with both feet's tali moved by dz (2,) straight up, or by dz (2, 3) in any direction
     (orientations kept), by damped least squares over both legs' hip, knee and ankle DOFs and
     the pelvis height, the height damped `root_weight` times harder than a joint (so the legs
-    move first and the pelvis only where a leg cannot reach; 0: the pelvis height stays). A knee is held where a step
-    would bend it past its limit (a straight knee is not flipped through), and steps that do
-    not bring the feet closer are halved."""
+    move first and the pelvis only where a leg cannot reach; 0: the pelvis height stays). A
+    knee is held where a step would bend it past its limit (a straight knee is not flipped
+    through), and steps that do not bring the feet closer are halved."""
     m, rig = space.model, space.rig
     tali = [rig.body_index("Talus" + side) + 1 for side in FEET]
     dofs = np.concatenate([np.arange(rig.dof_start[rig.body_index("Femur" + side)],
