@@ -368,7 +368,7 @@ def test_reference_velocities_are_lowpassed_without_losing_the_cycle(rig):
     4-frame pattern goes, the cycle's mean velocity (how far each joint and the root move per
     loop) is kept exactly, and a steady turn (the root's world velocity rotating with the
     cycle's yaw) passes unchanged."""
-    from engine.control.plan import CyclicClip, MotionPlan, load_clip
+    from engine.control.plan import CyclicClip, MotionPlan, load_clip, lowpass_loop
 
     ref, _ = load_clip(rig, WALK)
     space = MotionPlan(rig, [(ref, 1.0, "walk")]).space
@@ -385,7 +385,7 @@ def test_reference_velocities_are_lowpassed_without_losing_the_cycle(rig):
     turn = np.arange(F) / F * raw.cycle.yaw
     v = np.zeros((F, space.nv))
     v[:, 0], v[:, 1] = 1.3 * np.cos(turn + 0.4), 1.3 * np.sin(turn + 0.4)
-    assert np.allclose(raw._lowpass(v, 6.0), v, atol=1e-12)
+    assert np.allclose(lowpass_loop(v, raw.cycle, 6.0), v, atol=1e-12)
 
 
 def test_clip_demands_tell_the_walk_from_a_sprint_beyond_the_body(rig):

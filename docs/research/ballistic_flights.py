@@ -47,7 +47,7 @@ import mujoco
 import numpy as np
 
 from engine.motion.reference import CONTACT_HEIGHT_M
-from engine.control.plan import PHYSICS_HZ, Planar, _rot2
+from engine.control.plan import PHYSICS_HZ, _rot2, loop_accelerations
 
 GRAVITY = np.array([0.0, 0.0, -9.81])
 RAMP_FRAMES = 4  # the stance frames either side over which the root's velocity eases into the flight's
@@ -152,7 +152,7 @@ def install() -> None:
         init(self, space, *args, **kw)
         h, _ = stance_frames(space, self.q, self.cycle, PHYSICS_HZ)
         self.qvel, self.flights = ballistic_flights(space, self.q, self.qvel, self.cycle, h, PHYSICS_HZ)
-        self.qacc = self.accelerations(self.qvel)
+        self.qacc = loop_accelerations(self.cycle, self.qvel)
     plan.CyclicClip.__init__ = ballistic_init
 
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import mujoco
 import numpy as np
 
-from engine.control.plan import PHYSICS_HZ, REF_CUTOFF_HZ
+from engine.control.plan import REF_CUTOFF_HZ, loop_accelerations, loop_velocities
 from engine.motion.reference import CONTACT_HEIGHT_M, foot_points
 
 G = 9.81
@@ -57,29 +57,15 @@ def braked(space, q: np.ndarray, cycle, fps: float) -> tuple[np.ndarray, dict]:
             near = pts[pts[:, 2] < CONTACT_HEIGHT_M]
             if len(near):
                 cop[k, s], down[k, s] = near[:, :2].mean(axis=0), True
-    # the clip's centre-of-mass velocity as a take would play it (central differences around
-    # the loop, low-passed as CyclicClip does) and its acceleration
-    from types import SimpleNamespace
-
-    from engine.control.plan import CyclicClip
-
-    qvel = np.empty((F, space.nv))
-    back = CyclicClip._back(SimpleNamespace(cycle=cycle), q[F - 1])
-    for k in range(F):
-        a = back if k == 0 else q[k - 1]
-        b = cycle.apply_q(q[0]) if k == F - 1 else q[k + 1]
-        qvel[k] = space.diff(a, b) * (fps / 2)
-    qvel = CyclicClip._lowpass(SimpleNamespace(cycle=cycle), qvel, REF_CUTOFF_HZ)
+    # the clip's centre-of-mass velocity as a take would play it, and its acceleration
+    qvel = loop_velocities(space, q, cycle, REF_CUTOFF_HZ)
     vc = np.empty((F, 3))
     for k in range(F):
         data.qpos[:], data.qvel[:] = q[k], qvel[k]
         mujoco.mj_forward(m, data)
         mujoco.mj_subtreeVel(m, data)
         vc[k] = data.subtree_linvel[1]
-    turn = lambda v, yaw: np.concatenate([v[:, :2] @ np.array([[np.cos(yaw), np.sin(yaw)], [-np.sin(yaw), np.cos(yaw)]]), v[:, 2:]], axis=1)
-    v_next = np.concatenate([vc[1:], turn(vc[:1], cycle.yaw)])
-    v_prev = np.concatenate([turn(vc[-1:], -cycle.yaw), vc[:-1]])
-    acc = (v_next - v_prev) * (fps / 2)
+    acc = loop_accelerations(cycle, vc)
     fz = mass * (acc[:, 2] + G)
     p = np.where(down[..., None], cop, 0.0).sum(axis=1) / np.maximum(down.sum(axis=1), 1)[:, None]
     a_new = np.where(down.any(axis=1)[:, None], (fz / mass / com[:, 2])[:, None] * (com[:, :2] - p), 0.0)  # eq. (1)

@@ -59,8 +59,8 @@ ap.add_argument("--w-momentum", type=float, default=0.0, help="planner cost per 
                 "error about the centre of mass against the reference's, each rollout step")
 ap.add_argument("--braking", type=int, default=0, help="passes of braking_stance.py's centre-of-mass braking")
 ap.add_argument("--ballistic", action="store_true", help="the clips' flights made ballistic (ballistic_flights.py)")
-ap.add_argument("--flight-help", type=float, default=0.0, help="a root residual of this many body weights "
-                "where no foot corner is near the floor (what a ballistic reference would not need)")
+ap.add_argument("--flight-help", type=float, default=0.0, help="a root residual bounded by this many x HAND_N "
+                "(N, and N m) where no foot corner is near the floor (what a ballistic reference would not need)")
 ap.add_argument("--stance-help", action="store_true", help="--flight-help's residual where a foot is near the "
                 "floor instead of where none is")
 ap.add_argument("--flight-help-axes", default="012345", help="which of the root residual's components "
@@ -160,6 +160,7 @@ if a.root_yaw_weight:
         return _coord(*args, **kw)
     import engine.control.tracking as trk
     trk.coordinate = coord
+HAND_N = 9.81 * 75.0  # --flight-help's unit: 736 N (and N m), 1.22 x the rig's 602 N weight
 if a.flight_help:
     import engine.control.coordination as co2
     import engine.control.tracking as trk2
@@ -167,7 +168,7 @@ if a.flight_help:
 
     def coord_flight(*args, **kw):  # in flight (no contact rows; in stance with --stance-help) the root may be held
         if (len(kw["Jc"]) > 0) == a.stance_help:
-            bw = 9.81 * 75.0 * a.flight_help
+            bw = HAND_N * a.flight_help
             if a.flight_help_axes == "012345" and a.flight_help >= 1:  # it meets the root's rows: no giving way
                 kw = {**kw, "residual_bound": np.full(6, bw), "root_inertia": None}
             else:  # the root still gives way for what the hand does not hold

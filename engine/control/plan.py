@@ -91,6 +91,11 @@ class Planar:
     yaw: float = 0.0
     shift: tuple = (0.0, 0.0)
 
+    def inverse(self) -> "Planar":
+        """The transform that undoes this one."""
+        back = -(_rot2(-self.yaw) @ np.asarray(self.shift))
+        return Planar(-self.yaw, (float(back[0]), float(back[1])))
+
     def then(self, other: "Planar") -> "Planar":
         """self first, then other."""
         s = _rot2(other.yaw) @ np.asarray(self.shift) + np.asarray(other.shift)
@@ -127,6 +132,52 @@ class Planar:
         v = v.copy()
         v[..., :2] = v[..., :2] @ self._r2.T
         return v
+
+
+def loop_velocities(space: QSpace, q: np.ndarray, cycle: Planar, cutoff_hz: float) -> np.ndarray:
+    """Velocities (F, nv) of the looped clip q (F, nq; frame F is cycle.apply_q(q[0])):
+    central differences across the closed loop, low-passed at cutoff_hz (`lowpass_loop`)."""
+    F = len(q)
+    dt = 1.0 / PHYSICS_HZ
+    before = cycle.inverse().apply_q(q[F - 1])  # the previous cycle's last frame
+    qvel = np.empty((F, space.nv))
+    for i in range(F):
+        a = before if i == 0 else q[i - 1]
+        b = cycle.apply_q(q[0]) if i == F - 1 else q[i + 1]
+        qvel[i] = space.diff(a, b) / (2 * dt)
+    return lowpass_loop(qvel, cycle, cutoff_hz)
+
+
+def loop_accelerations(cycle: Planar, v: np.ndarray) -> np.ndarray:
+    """Central differences of a looped clip's velocities v (F, nv, or any (F, d) whose first
+    two columns are a world-frame horizontal velocity): the last frame's successor is frame 0
+    of the next cycle, whose world-frame velocity is turned by the cycle's yaw."""
+    v_next = np.concatenate([v[1:], cycle.apply_v(v[:1])])
+    v_prev = np.concatenate([Planar(-cycle.yaw).apply_v(v[-1:]), v[:-1]])
+    return (v_next - v_prev) / (2.0 / PHYSICS_HZ)  # as (2 dt), bit for bit
+
+
+def lowpass_loop(v: np.ndarray, cycle: Planar, cutoff_hz: float) -> np.ndarray:
+    """Zero-phase low-pass of a looped clip's velocities v (F, nv): |H(f)|^2 =
+    1 / (1 + (f / cutoff)^8), a forward-backward 4th-order Butterworth's response, applied
+    to the cycle's Fourier series. The root's world-frame linear velocity turns by the
+    cycle's yaw each loop; it is filtered in a frame turning with it at a steady rate, so the
+    series is periodic. A cutoff of 0 leaves v as it is."""
+    if not cutoff_hz or cutoff_hz <= 0:
+        return v
+    F = len(v)
+    turn = np.arange(F) / F * cycle.yaw
+    c, s = np.cos(turn), np.sin(turn)
+    v = v.copy()
+    x, y = v[:, 0].copy(), v[:, 1].copy()
+    v[:, 0], v[:, 1] = c * x + s * y, -s * x + c * y  # into the turning frame
+    spec = np.fft.rfft(v, axis=0)
+    f = np.fft.rfftfreq(F, 1.0 / PHYSICS_HZ)
+    spec *= (1.0 / (1.0 + (f / cutoff_hz) ** 8))[:, None]
+    v = np.fft.irfft(spec, n=F, axis=0)
+    x, y = v[:, 0].copy(), v[:, 1].copy()
+    v[:, 0], v[:, 1] = c * x - s * y, s * x + c * y
+    return v
 
 
 class CyclicClip:
@@ -171,53 +222,12 @@ class CyclicClip:
             from .grounding import ground_feet
 
             q, self.grounding = ground_feet(space, q, self.cycle, PHYSICS_HZ)
-        # closed-loop central differences
-        qvel = np.empty((F, space.nv))
-        for i in range(F):
-            a = self._back(q[F - 1]) if i == 0 else q[i - 1]
-            b = self.cycle.apply_q(q[0]) if i == F - 1 else q[i + 1]
-            qvel[i] = space.diff(a, b) / (2 * dt)
-        qvel = self._lowpass(qvel, cutoff_hz)
-        self.q, self.qvel, self.qacc = q, qvel, self.accelerations(qvel)
+        qvel = loop_velocities(space, q, self.cycle, cutoff_hz)
+        self.q, self.qvel, self.qacc = q, qvel, loop_accelerations(self.cycle, qvel)
         self.frames = F
         self.seconds = F * dt
         self._powers = [Planar()]
         self._placed: dict[tuple[int, Planar], Planar] = {}
-
-    def accelerations(self, qvel: np.ndarray) -> np.ndarray:
-        """Central differences of the looped clip's velocities (F, nv): the last frame's
-        successor is frame 0 of the next cycle, whose world-frame root velocity is turned."""
-        v_next = np.concatenate([qvel[1:], self.cycle.apply_v(qvel[:1])])
-        v_prev = np.concatenate([Planar(-self.cycle.yaw).apply_v(qvel[-1:]), qvel[:-1]])
-        return (v_next - v_prev) / (2.0 / PHYSICS_HZ)  # as (2 dt), bit for bit
-
-    def _lowpass(self, v: np.ndarray, cutoff_hz: float) -> np.ndarray:
-        """Zero-phase low-pass of the looped clip's velocities (F, nv): |H(f)|^2 =
-        1 / (1 + (f / cutoff)^8), a forward-backward 4th-order Butterworth's response, applied
-        to the cycle's Fourier series. The root's world-frame linear velocity turns by the
-        cycle's yaw each loop; it is filtered in a frame turning with it at a steady rate,
-        so the series is periodic."""
-        if not cutoff_hz or cutoff_hz <= 0:
-            return v
-        F = len(v)
-        turn = np.arange(F) / F * self.cycle.yaw
-        c, s = np.cos(turn), np.sin(turn)
-        v = v.copy()
-        x, y = v[:, 0].copy(), v[:, 1].copy()
-        v[:, 0], v[:, 1] = c * x + s * y, -s * x + c * y  # into the turning frame
-        spec = np.fft.rfft(v, axis=0)
-        f = np.fft.rfftfreq(F, 1.0 / PHYSICS_HZ)
-        spec *= (1.0 / (1.0 + (f / cutoff_hz) ** 8))[:, None]
-        v = np.fft.irfft(spec, n=F, axis=0)
-        x, y = v[:, 0].copy(), v[:, 1].copy()
-        v[:, 0], v[:, 1] = c * x - s * y, s * x + c * y
-        return v
-
-    def _back(self, q: np.ndarray) -> np.ndarray:
-        """Undo one cycle transform: the previous cycle's copy of a frame."""
-        c = self.cycle
-        inv_shift = -(_rot2(-c.yaw) @ np.asarray(c.shift))
-        return Planar(-c.yaw, (float(inv_shift[0]), float(inv_shift[1]))).apply_q(q)
 
     def cycle_transform(self, k: int) -> Planar:
         while len(self._powers) <= k:
