@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.linalg.lapack import dposv as _dposv
 from scipy.optimize import lsq_linear
 from scipy.sparse import csr_matrix
 
@@ -235,6 +236,7 @@ def dual_newton(G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200, inf
 
     y, x = primal(lam)
     r = G @ x - rhs
+    J, in_J = None, None
     for k in range(max_iter):
         info["steps"] = k
         F = lam + r
@@ -242,18 +244,27 @@ def dual_newton(G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200, inf
             return x, lam, True
         s = state(y)
         free = s == 0
-        Gf = G[:, free]
-        J = (Gf / reg[free]) @ Gf.T
-        J[np.diag_indices(m)] += 1.0
-        step = -np.linalg.solve(J, F)  # Newton step on F
-        y_n, x_n = primal(lam + step)
+        changed = None if J is None else np.flatnonzero(free != in_J)
+        if changed is None or 2 * len(changed) > np.count_nonzero(free):
+            Gf = G[:, free]
+            J = (Gf / reg[free]) @ Gf.T
+            J[np.diag_indices(m)] += 1.0
+        elif len(changed):  # a few x_i entered or left their box: J changes by their columns only
+            Gc = G[:, changed]
+            J += (Gc * (np.where(free[changed], 1.0, -1.0) / reg[changed])) @ Gc.T
+        in_J = free
+        step = _spd_solve(J, -F)  # Newton step on F
+        w = G.T @ step
+        b = w / reg  # y moves by t b along the step
+        y_n = y + b
+        x_n = np.minimum(np.maximum(y_n, lo), hi)
         if np.array_equal(state(y_n), s):
             info["steps"] = k + 1
             # every x_i stayed on its piece (y_i is linear along the step), so F was linear
             # along it and the step lands on F = 0, up to round-off in J's solve (which can
             # exceed tol when tiny weights make J large)
             return x_n, lam + step, True
-        t = _exact_step(lam, step, y, G, rhs, reg, lo, hi)
+        t = _exact_step(step, F, y, x, w, b, lo, hi)
         if not t > 0:
             break  # no progress along the step: round-off
         lam = lam + t * step
@@ -262,32 +273,35 @@ def dual_newton(G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200, inf
     return x, lam, bool(np.abs(lam + r).max() <= tol * scale)
 
 
-def _exact_step(lam, d, y, G, rhs, reg, lo, hi) -> float:
+def _spd_solve(J: np.ndarray, F: np.ndarray) -> np.ndarray:
+    """J^-1 F for dual_newton's J (symmetric, >= I): LAPACK's Cholesky solve (half the work
+    of an LU and less call overhead than numpy's), LU if round-off broke the factorisation."""
+    _, x, fail = _dposv(J, F)
+    return np.linalg.solve(J, F) if fail else x
+
+
+def _exact_step(d, F, y, x, w, b, lo, hi) -> float:
     """The step t > 0 that maximises the dual along lam + t d (dual_newton's line search).
     The dual's slope along d is -c(t), c(t) = d.(lam + t d) + w.x(t) - d.rhs with w = G^T d
-    and x_i(t) = clip(y_i + t w_i / reg_i, lo_i, hi_i): piecewise linear and increasing, so
-    its root is found exactly by walking the breakpoints where an x_i enters or leaves its
-    box."""
-    w = G.T @ d
-    b = w / reg
+    and x_i(t) = clip(y_i + t b_i, lo_i, hi_i), b = w / reg: piecewise linear and increasing,
+    so its root is found exactly by walking the breakpoints where an x_i enters or leaves its
+    box. At t = 0, c = d.F (F = lam + G x - rhs, x = x(0))."""
     moving = b != 0
     ta = np.divide(lo - y, b, out=np.full_like(b, np.inf), where=moving)  # inf where x_i does not move
     tb = np.divide(hi - y, b, out=np.full_like(b, np.inf), where=moving)
     t_in, t_out = np.minimum(ta, tb), np.maximum(ta, tb)
     slope_i = w * b  # >= 0: x_i's contribution to c's slope while it is inside its box
-    x0 = np.minimum(np.maximum(y, lo), hi)
-    c0 = d @ lam + w @ x0 - d @ rhs
-    enter, leave = t_in > 0, t_out > 0
-    slope0 = d @ d + slope_i[~enter & leave].sum()
-    enter &= t_in < np.inf
-    leave &= t_out < np.inf
-    ev_t = np.concatenate((t_in[enter], t_out[leave]))
-    ev_ds = np.concatenate((slope_i[enter], -slope_i[leave]))
+    c0 = d @ F
+    slope0 = d @ d + slope_i[(t_in <= 0) & (t_out > 0)].sum()
+    ev_t = np.concatenate((t_in, t_out))
+    keep = (ev_t > 0) & (ev_t < np.inf)  # x_i enters its box at t_in > 0, leaves it at t_out > 0
+    ev_ds = np.concatenate((slope_i, -slope_i))[keep]
+    ev_t = ev_t[keep]
     order = np.argsort(ev_t)
     ev_t, ev_ds = ev_t[order], ev_ds[order]
     knots = np.concatenate(((0.0,), ev_t))
     slopes = slope0 + np.concatenate(((0.0,), np.cumsum(ev_ds)))  # slope on [knots[k], knots[k+1])
-    c_at = c0 + np.concatenate(((0.0,), np.cumsum(slopes[:-1] * (knots[1:] - knots[:-1]))))  # c at each knot
+    c_at = c0 + np.concatenate(((0.0,), np.cumsum(slopes[:-1] * np.diff(knots))))  # c at each knot
     k = int(np.searchsorted(c_at, 0.0, side="right")) - 1  # last knot with c <= 0
     if k < 0:
         return 0.0
