@@ -205,6 +205,12 @@ class SparseMatmul:
         self._csr = (A.shape[0], A.shape[1], A.indptr, A.indices, A.data)
         self._matvec, self._matvecs = _sparsetools.csr_matvec, _sparsetools.csr_matvecs
 
+    @property
+    def data(self) -> np.ndarray:
+        """The matrix's values in CSR order: refill them in place to change the matrix
+        without changing its pattern."""
+        return self._csr[4]
+
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         x = np.ascontiguousarray(x, dtype=np.float64)
         M, N = self.shape

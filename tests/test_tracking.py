@@ -190,7 +190,10 @@ def test_exact_line_search_maximises_the_dual_along_the_step():
 
     if -((lam + G @ np.clip((pull + G.T @ lam) / reg, lo, hi) - rhs) @ d) < 0:
         d = -d  # an ascent direction, as the Newton step is
-    t = _exact_step(lam, d, (pull + G.T @ lam) / reg, G, rhs, reg, lo, hi)
+    y = (pull + G.T @ lam) / reg
+    x = np.clip(y, lo, hi)
+    w = G.T @ d
+    t = _exact_step(d, lam + G @ x - rhs, y, w, w / reg, lo, hi)
     grid = np.linspace(0, 4 * max(t, 1e-3), 4001)
     values = np.array([dual(lam + s * d) for s in grid])
     assert t > 0 and dual(lam + t * d) >= values.max() - 1e-6 * abs(values.max())
