@@ -281,10 +281,9 @@ class SimulationJob:
                       noise_scale=self.noise_scale, goals=self.goals, strength=self.strength)
         if self.policy:
             kwargs["policy"] = self.policy
-        from .runtime import single_blas_thread
-
-        with single_blas_thread():
-            take = take_mod.simulate(load_model(), self.clips, progress=self._progress, stop=self.stop, **kwargs)
+        # the engine's simulate holds BLAS to one thread (threadpoolctl): Blender starts numpy
+        # before any add-on, so OPENBLAS_NUM_THREADS set now would be too late
+        take = take_mod.simulate(load_model(), self.clips, progress=self._progress, stop=self.stop, **kwargs)
         if self.stop.requested and not keep_partial:
             raise Cancelled(f"simulation cancelled at t = {take.meta['simulated_seconds']:.2f} s")
         self.take = take

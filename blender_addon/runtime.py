@@ -7,7 +7,6 @@ naming what is missing, not at the first simulation. No bpy here.
 """
 from __future__ import annotations
 
-import contextlib
 import importlib
 import platform
 import re
@@ -62,15 +61,3 @@ def check(root: Path, here: str | None = None, modules=REQUIRED) -> None:
                              f"Reinstall the {here} zip from `make extension`")
 
 
-@contextlib.contextmanager
-def single_blas_thread():
-    """One BLAS thread for everything numpy and scipy load, while the block runs.
-
-    Blender starts numpy before any add-on, so OPENBLAS_NUM_THREADS set now would be too
-    late; threadpoolctl sets the running libraries' counts and restores them after. The
-    engine's matrices are small (~320 unknowns): extra BLAS threads only contend with the
-    simulation and Blender's own threads (DESIGN: two threads were slower on two cores)."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield

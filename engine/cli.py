@@ -257,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulated seconds of the tracking-controller walk to time (default 2; 0 skips it)")
     p.add_argument("--balance", type=number("--balance", 0.0), default=0.0, metavar="SECONDS",
                    help="simulated seconds of the balance planner's residual-free walk to time, on one core "
-                   "(default 0: skipped; ~40 s of computing a simulated second)")
+                   "(default 0: skipped; ~14 s of computing a simulated second)")
     p.add_argument("--policy", default=None, metavar="P.npz",
                    help="also time a take of this policy (sinew export-policy) on the clip it was trained on")
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")

@@ -38,7 +38,7 @@ residual and plans its balance ahead (--balance, engine/control/balance.py): eve
 16 plans of small offsets to the clip's hips, ankles and spine are each played 0.8 s ahead
 on a copy of the simulation, and the cheapest (pelvis height and tilt, speed and joint error
 against the clip, a fall seen coming) is followed. The bundled walk walks on its muscles and
-the ground alone, fresh or tired; it costs ~15-20 s of computing a simulated second on two
+the ground alone, fresh or tired; it costs ~8 s of computing a simulated second on two
 cores (--workers N processes, default one per core; the take is the same whatever N). The
 report's "balance" line says how it steered. A still pose (CLIP@AT) is stood by an LQR
 instead. --residual W (above 0) is for analysis, OpenSim-style: the tracker alone, helped by
@@ -113,7 +113,7 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
                    help="tracking controller: plan balance ahead so the character carries itself on its muscles "
                    "and the ground, with no root residual (predictive sampling over small hip, ankle and spine "
                    "offsets of the reference, 16 candidates 0.8 s ahead every 0.1 s; engine/control/balance.py). "
-                   "On by default (MuJoCo; off with --residual above 0). Slow: ~15-20 s of computing a simulated "
+                   "On by default (MuJoCo; off with --residual above 0). Slow: ~8 s of computing a simulated "
                    "second on 2 cores. --no-balance: the tracker alone, which stands a still pose (an LQR) "
                    "but lets a moving clip fall after ~3 s without --residual")
     p.add_argument("--workers", type=number("--workers", 0, integer=True), default=None, metavar="N",

@@ -275,6 +275,24 @@ def joint_errors_deg(rig: Rig, diff: np.ndarray) -> float:
     return float(np.degrees(np.mean(angles)))
 
 
+def one_blas_thread(fn):
+    """fn run with numpy's and scipy's BLAS held to one thread (threadpoolctl; the counts are
+    restored after). The engine's matrices are small (the solve's 56 x ~330): extra BLAS
+    threads only contend with the balance planner's worker processes and each other.
+    Measured, `sinew simulate` of the walk with the planner on this 2-core machine: 11.8 ->
+    7.8 s of computing a simulated second with two workers, 15.9 -> 14.0 with one."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(*args, **kw):
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            return fn(*args, **kw)
+    return run
+
+
+@one_blas_thread
 def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.FatigueParams | None = None,
              backend: str = "mujoco", seed: int = 0, fps: int = 30, params=None, policy=None,
              label: str = "simulating", blend: float = 0.4, progress=None, pushes=(), stop=None,

@@ -117,6 +117,27 @@ def test_a_take_that_falls_is_kept_up_to_that_point(rig, monkeypatch):
     assert "fell" in t.meta["stop_reason"]
 
 
+def test_a_take_holds_blas_to_one_thread_and_gives_it_back(rig):
+    """simulate (every entry point's take) runs with numpy's and scipy's BLAS at one thread,
+    whatever the caller had, and restores the caller's count after."""
+    import scipy.linalg  # noqa: F401  (its BLAS loaded before the caller's count is set)
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from engine.take import simulate
+
+    def counts():
+        return {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    seen = []
+    with threadpool_limits(limits=2, user_api="blas"):  # make test runs with one: raise it first
+        before = counts()
+        simulate(rig, [(WALK, 0.2)], fatigue=fat.FatigueParams(scale=0), progress=lambda f: seen.append(counts()))
+        after = counts()
+    assert max(before.values()) == 2, "the caller's BLAS could not be given two threads: the test proves nothing"
+    assert seen and all(set(c.values()) == {1} for c in seen)
+    assert after == before
+
+
 def _parser():
     from engine.simulate_cli import add_simulate_parser
 
