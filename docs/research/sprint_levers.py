@@ -67,6 +67,12 @@ ap.add_argument("--flight-help-axes", default="012345", help="which of the root 
                 "--flight-help may use (0-2 force x, y, z; 3-5 torque, the root's frame)")
 ap.add_argument("--flight-free", type=float, default=0.0, help="where no foot corner is near the floor, the "
                 "solve's root acceleration change this many times cheaper (the root goes where the physics puts it)")
+ap.add_argument("--amplitude", type=float, default=1.0, help="each clip's motion scaled by this about its mean "
+                "pose (joint angles, root height, tilt, sway and forward progress; the cadence kept)")
+ap.add_argument("--arms", default="", help="more DOFs for the planner to offset, as BODY:AXIS,... (e.g. "
+                "ArmR:0,ArmL:0,Spine:2: the arms' swing and the spine's turn, what a runner steers its turn with)")
+ap.add_argument("--w-touchdown", type=float, default=0.0, help="planner cost per (kg m^2/s)^2 of angular "
+                "momentum error (about the centre of mass, against the reference's) at each touchdown only")
 ap.add_argument("--straighten", action="store_true", help="each looped clip's per-cycle turn removed (a straight path)")
 a = ap.parse_args()
 if a.work_signal:
@@ -117,6 +123,18 @@ if a.straighten:
         _init2(self, space, types.SimpleNamespace(q=q, qvel=v, fps=ref.fps), *args, **kw)
         print(f"straightened {self.name}: {np.degrees(yaw):.2f} -> {np.degrees(self.cycle.yaw):.2f} deg a cycle", file=sys.stderr)
     plan_mod.CyclicClip.__init__ = straight_init
+if a.amplitude != 1.0:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import amplitude
+    amplitude.install(a.amplitude)
+if a.arms:
+    import engine.control.balance as bal_a
+    _dofs = bal_a.offset_dofs
+
+    def more_dofs(rig, knees=False):
+        extra = [int(rig.dof_start[rig.body_index(b)]) + int(k) for b, k in (x.split(":") for x in a.arms.split(","))]
+        return np.concatenate([_dofs(rig, knees), extra])
+    bal_a.offset_dofs = more_dofs
 if a.w_yaw:
     import engine.control.balance as bal
     from engine.control.plan import _yaw
@@ -146,6 +164,29 @@ if a.w_momentum:
         e = d.subtree_angmom[1] - rd.subtree_angmom[1]
         return _cost_m(sim, ctl) + a.w_momentum * float(e @ e)
     bal_m.rollout_cost = momentum_cost
+if a.w_touchdown:
+    import mujoco
+    import engine.control.balance as bal_t
+    _cost_t = bal_t.rollout_cost
+    _ref_t, _airborne = {}, {}
+
+    def touchdown_cost(sim, ctl):
+        m, d = sim.physics.model, sim.physics.data
+        c = _cost_t(sim, ctl)
+        step_was, was = _airborne.get(id(sim), (-1, False))  # after a snapshot is loaded: not known
+        air = d.ncon == 0
+        _airborne[id(sim)] = (sim.steps, air)
+        if was and step_was == sim.steps - 1 and not air:  # a foot has just landed
+            rd = _ref_t.setdefault(id(m), mujoco.MjData(m))
+            q_ref, v_ref, _ = ctl.reference(sim.steps)
+            rd.qpos[:], rd.qvel[:] = q_ref, v_ref
+            mujoco.mj_forward(m, rd)
+            mujoco.mj_subtreeVel(m, rd)
+            mujoco.mj_subtreeVel(m, d)
+            e = d.subtree_angmom[1] - rd.subtree_angmom[1]
+            c += a.w_touchdown * float(e @ e)
+        return c
+    bal_t.rollout_cost = touchdown_cost
 if a.root_yaw_weight:
     import engine.control.coordination as co
     _coord = co.coordinate
