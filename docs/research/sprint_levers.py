@@ -73,6 +73,9 @@ ap.add_argument("--arms", default="", help="more DOFs for the planner to offset,
                 "ArmR:0,ArmL:0,Spine:2: the arms' swing and the spine's turn, what a runner steers its turn with)")
 ap.add_argument("--w-touchdown", type=float, default=0.0, help="planner cost per (kg m^2/s)^2 of angular "
                 "momentum error (about the centre of mass, against the reference's) at each touchdown only")
+ap.add_argument("--fps", type=int, default=30, help="frames a second the take records (120 for --cycle-from)")
+ap.add_argument("--cycle-from", default="", help="FILE.npz:START: the clip replaced by one loop of a take this "
+                "script saved at --fps 120 (dynamics_filter.py)")
 ap.add_argument("--straighten", action="store_true", help="each looped clip's per-cycle turn removed (a straight path)")
 a = ap.parse_args()
 if a.work_signal:
@@ -135,6 +138,11 @@ if a.arms:
         extra = [int(rig.dof_start[rig.body_index(b)]) + int(k) for b, k in (x.split(":") for x in a.arms.split(","))]
         return np.concatenate([_dofs(rig, knees), extra])
     bal_a.offset_dofs = more_dofs
+if a.cycle_from:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import dynamics_filter
+    _file, _start = a.cycle_from.rsplit(":", 1)
+    dynamics_filter.install(_file, float(_start))
 if a.w_yaw:
     import engine.control.balance as bal
     from engine.control.plan import _yaw
@@ -146,44 +154,42 @@ if a.w_yaw:
         e = float(np.angle(np.exp(1j * (_yaw(q[3:7]) - _yaw(q_ref[3:7])))))
         return _cost(sim, ctl) + a.w_yaw * e * e
     bal.rollout_cost = yaw_cost
-if a.w_momentum:
+_ref_data = {}
+
+
+def momentum_error(sim, ctl) -> np.ndarray:
+    """The body's angular momentum about its centre of mass minus the reference's at this step."""
     import mujoco
+    m, d = sim.physics.model, sim.physics.data
+    rd = _ref_data.setdefault(id(m), mujoco.MjData(m))
+    q_ref, v_ref, _ = ctl.reference(sim.steps)
+    rd.qpos[:], rd.qvel[:] = q_ref, v_ref
+    mujoco.mj_forward(m, rd)
+    mujoco.mj_subtreeVel(m, rd)
+    mujoco.mj_subtreeVel(m, d)
+    return d.subtree_angmom[1] - rd.subtree_angmom[1]
+
+
+if a.w_momentum:
     import engine.control.balance as bal_m
     _cost_m = bal_m.rollout_cost
-    _ref_data = {}
 
     def momentum_cost(sim, ctl):
-        m = sim.physics.model
-        d = sim.physics.data
-        rd = _ref_data.setdefault(id(m), mujoco.MjData(m))
-        q_ref, v_ref, _ = ctl.reference(sim.steps)
-        rd.qpos[:], rd.qvel[:] = q_ref, v_ref
-        mujoco.mj_forward(m, rd)
-        mujoco.mj_subtreeVel(m, rd)
-        mujoco.mj_subtreeVel(m, d)
-        e = d.subtree_angmom[1] - rd.subtree_angmom[1]
+        e = momentum_error(sim, ctl)
         return _cost_m(sim, ctl) + a.w_momentum * float(e @ e)
     bal_m.rollout_cost = momentum_cost
 if a.w_touchdown:
-    import mujoco
     import engine.control.balance as bal_t
     _cost_t = bal_t.rollout_cost
-    _ref_t, _airborne = {}, {}
+    _airborne = {}
 
     def touchdown_cost(sim, ctl):
-        m, d = sim.physics.model, sim.physics.data
         c = _cost_t(sim, ctl)
         step_was, was = _airborne.get(id(sim), (-1, False))  # after a snapshot is loaded: not known
-        air = d.ncon == 0
+        air = sim.physics.data.ncon == 0
         _airborne[id(sim)] = (sim.steps, air)
         if was and step_was == sim.steps - 1 and not air:  # a foot has just landed
-            rd = _ref_t.setdefault(id(m), mujoco.MjData(m))
-            q_ref, v_ref, _ = ctl.reference(sim.steps)
-            rd.qpos[:], rd.qvel[:] = q_ref, v_ref
-            mujoco.mj_forward(m, rd)
-            mujoco.mj_subtreeVel(m, rd)
-            mujoco.mj_subtreeVel(m, d)
-            e = d.subtree_angmom[1] - rd.subtree_angmom[1]
+            e = momentum_error(sim, ctl)
             c += a.w_touchdown * float(e @ e)
         return c
     bal_t.rollout_cost = touchdown_cost
@@ -240,7 +246,8 @@ b = BalanceParams(sigma=a.sigma, sigma_min=a.sigma_min, knees=a.knees, w_height=
 p = TrackingParams(residual=0.0, balance=b, pace=a.pace)
 rig = load_rig("human284")
 t0 = time.time()
-take = simulate(rig, clips, fatigue=FatigueParams(scale=a.fatigue), params=p, strength=a.strength, label=a.name, seed=a.seed)
+take = simulate(rig, clips, fatigue=FatigueParams(scale=a.fatigue), params=p, strength=a.strength, label=a.name, seed=a.seed,
+                fps=a.fps)
 s = take.meta["summary"]
 q, qr, t = take.q, take.q_ref, take.times
 rows = []
