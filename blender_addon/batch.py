@@ -51,7 +51,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--balance", action=argparse.BooleanOptionalAction, default=None,
                     help="tracking controller: plan balance ahead so the character carries itself with no root "
                          "residual (predictive sampling; on by default, off with --residual above 0; slow: "
-                         "~30-60 s of computing a simulated second in Blender)")
+                         "~15 s of computing a simulated second in Blender, which plans on one core)")
     ap.add_argument("--pace", type=float, default=None,
                     help="tracking controller's pace governor strength: tired legs play the clip slower, by "
                          "STRENGTH %% per %% of their motor units fatigued beyond a tenth, down to half pace "
