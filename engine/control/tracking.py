@@ -57,6 +57,12 @@ class TrackingParams:
 
     kp: float = 400.0  # 1/s^2 on joint and root position errors (20 rad/s natural frequency)
     kd: float = 40.0  # 1/s on velocity errors (critically damped)
+    # m: the horizontal root position error the kp term pulls back; a character that strays
+    # further from the clip's path is pulled by this much, as if the clip's place followed it.
+    # Without the cap a tired minute's walk that drifted 0.8 m across the path was pulled at
+    # ~300 m/s^2 and fell at 39 s (seed 0); with it the same take walked the minute, 8 cm
+    # from the path on average instead of 23 (docs/research/balance.md, twentieth session).
+    root_reach: float = 0.1
     # physics steps per decision (1 = 120 Hz). Held activations over 2 steps lose the walk
     # (~20 deg); so does feeding the torque change between decisions through the solve's
     # exact sensitivity d alpha / d tau (measured: the active set changes every step).
@@ -87,6 +93,8 @@ class TrackingParams:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
                 raise ParameterError(name, f"must be a finite number >= 0, got {v!r}")
+        if not (isinstance(self.root_reach, (int, float)) and np.isfinite(self.root_reach) and self.root_reach > 0):
+            raise ParameterError("root_reach", f"must be a finite number of metres > 0, got {self.root_reach!r}")
         if not (isinstance(self.period, (int, np.integer)) and self.period >= 1):
             raise ParameterError("period", f"must be a whole number of steps >= 1, got {self.period!r}")
         if self.balance is not None:
@@ -199,6 +207,9 @@ class TrackingController:
         q_ref = self.steer(q_ref, step)
         err = self.plan.space.diff(q, q_ref)
         p = self.params
+        off = np.hypot(err[0], err[1])  # the root's horizontal error, capped at root_reach
+        if off > p.root_reach:
+            err[:2] *= p.root_reach / off
         return a_ref + p.kp * err + p.kd * (v_ref - qd), q_ref
 
     def contact_jacobian(self, state, jac, margin: float | None = None):
