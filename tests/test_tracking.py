@@ -496,3 +496,27 @@ def test_fresh_walk_60s_must_hold(walk_take):
     early, late = (t > 0) & (t < 10.0), t >= 40.0
     assert walk_take.joint_err_deg[late].mean() < walk_take.joint_err_deg[early].mean() + 1.0
     assert walk_take.root_err_cm[late].max() < 5.0
+
+
+def test_the_root_is_pulled_back_at_most_root_reach(rig):
+    """The kp term pulls the root back toward the clip's path by its horizontal error, up to
+    TrackingParams.root_reach (0.1 m): 5 cm off is pulled by 5 cm, 1 m off by 0.1 m (the
+    velocity term is zero here: the root moves as the clip does)."""
+    from engine.control.plan import MotionPlan, load_clip
+    from engine.control.tracking import TrackingController, TrackingParams
+    from engine.errors import ParameterError
+    from engine.simulation import Simulation
+
+    ref, _ = load_clip(rig, WALK)
+    params = TrackingParams()
+    ctl = TrackingController(Simulation(rig), MotionPlan(rig, [(ref, 1.0, "walk")]), params)
+    q_ref, v_ref, a_ref = ctl.reference(0)
+    away = np.array([0.6, 0.8])
+    for off, pulled in ((0.05, 0.05), (1.0, params.root_reach)):
+        q = q_ref.copy()
+        q[:2] += off * away
+        acc, _ = ctl.wanted_acceleration(q, v_ref, 0)
+        assert np.allclose(acc[:2] - a_ref[:2], -params.kp * pulled * away, atol=1e-9)
+        assert np.allclose(acc[2:], a_ref[2:])  # nothing else is off
+    with pytest.raises(ParameterError, match="root_reach"):
+        TrackingParams(root_reach=0.0).validate()
