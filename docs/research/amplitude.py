@@ -49,22 +49,35 @@ def scale_amplitude(space, q0: np.ndarray, v0: np.ndarray, scale: float) -> tupl
         mujoco.mju_mulQuat(o, plan_mod._zquat(yaw_lin[i] + scale * (yaw[i] - yaw_lin[i])), t)
         qi[3:7] = o
         q[i] = qi
-    v = np.empty_like(v0)  # central differences (one-sided at the ends)
+    return q, frame_velocities(space, q)
+
+
+def frame_velocities(space, q: np.ndarray) -> np.ndarray:
+    """Velocities (F, nv) of frames q (F, nq) at the physics rate: central differences,
+    one-sided at the ends."""
+    F = len(q)
+    v = np.empty((F, space.nv))
     for i in range(F):
         i0, i1 = max(i - 1, 0), min(i + 1, F - 1)
         v[i] = space.diff(q[i0], q[i1]) * plan_mod.PHYSICS_HZ / (i1 - i0)
-    return q, v
+    return v
+
+
+def install_edit(edit, label: str) -> None:
+    """Every CyclicClip made from here on plays edit(space, q, qvel) -> (q, qvel) of its
+    clip instead of the clip (printing `label` and the edited loop's length)."""
+    init = plan_mod.CyclicClip.__init__
+
+    def edited_init(self, space, ref, *args, **kw):
+        q, v = edit(space, np.asarray(ref.q, float), np.asarray(ref.qvel, float))
+        init(self, space, types.SimpleNamespace(q=q, qvel=v, fps=ref.fps), *args, **kw)
+        print(f"{label} on {self.name}: {np.hypot(*self.cycle.shift):.3f} m a cycle", file=sys.stderr)
+    plan_mod.CyclicClip.__init__ = edited_init
 
 
 def install(scale: float) -> None:
     """Every CyclicClip made from here on plays its clip scaled by `scale`."""
-    init = plan_mod.CyclicClip.__init__
-
-    def scaled_init(self, space, ref, *args, **kw):
-        q, v = scale_amplitude(space, np.asarray(ref.q, float), np.asarray(ref.qvel, float), scale)
-        init(self, space, types.SimpleNamespace(q=q, qvel=v, fps=ref.fps), *args, **kw)
-        print(f"amplitude {scale:g} on {self.name}: {np.hypot(*self.cycle.shift):.3f} m a cycle", file=sys.stderr)
-    plan_mod.CyclicClip.__init__ = scaled_init
+    install_edit(lambda space, q, v: scale_amplitude(space, q, v, scale), f"amplitude {scale:g}")
 
 
 if __name__ == "__main__":

@@ -12,13 +12,14 @@ its muscles and the ground, so a take of it should ask the root for little. `ins
 start)` makes every CyclicClip of this process that loop (sprint_levers.py --cycle-from).
 """
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import engine.control.plan as plan_mod
+from amplitude import frame_velocities, install_edit
 
 
 def held_cycle(space, path, start_s: float, frames: int) -> tuple[np.ndarray, np.ndarray]:
@@ -31,22 +32,14 @@ def held_cycle(space, path, start_s: float, frames: int) -> tuple[np.ndarray, np
     k0 = int(np.ceil(start_s * plan_mod.PHYSICS_HZ / frames)) * frames
     if k0 + frames + 1 > len(q):
         raise SystemExit(f"{path}: {len(q)} frames; a loop from {k0} needs {k0 + frames + 1}")
-    cyc = q[k0:k0 + frames + 1]
-    v = np.array([space.diff(cyc[max(i - 1, 0)], cyc[i + 1]) * plan_mod.PHYSICS_HZ / (i + 1 - max(i - 1, 0))
-                  for i in range(frames)])
-    return cyc[:frames].copy(), v
+    cyc = q[k0:k0 + frames + 1]  # one frame past the loop: its last velocity is central too
+    return cyc[:frames].copy(), frame_velocities(space, cyc)[:frames]
 
 
 def install(path, start_s: float) -> None:
     """Every CyclicClip made from here on plays the held take's loop instead of its clip."""
-    init = plan_mod.CyclicClip.__init__
-
-    def filtered_init(self, space, ref, *args, **kw):
-        q, v = held_cycle(space, path, start_s, len(ref.q))
-        init(self, space, types.SimpleNamespace(q=q, qvel=v, fps=ref.fps), *args, **kw)
-        print(f"{self.name}: one loop of {path} from {start_s:g} s, {np.hypot(*self.cycle.shift):.3f} m a cycle",
-              file=sys.stderr)
-    plan_mod.CyclicClip.__init__ = filtered_init
+    install_edit(lambda space, q, v: held_cycle(space, path, start_s, len(q)),
+                 f"one loop of {path} from {start_s:g} s")
 
 
 if __name__ == "__main__":

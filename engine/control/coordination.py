@@ -226,9 +226,12 @@ def dual_newton(G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200, inf
     lam = np.zeros(m) if lam is None else np.array(lam, float)
     scale = 1.0 + np.abs(rhs).max() if m else 1.0
 
+    def box(y):  # x for y: np.clip's values without its wrappers
+        return np.minimum(np.maximum(y, lo), hi)
+
     def primal(lam):
         y = (pull + G.T @ lam) / reg
-        return y, np.minimum(np.maximum(y, lo), hi)  # np.clip's values without its wrappers
+        return y, box(y)
 
     def state(y):  # -1 / 0 / +1: clipped low, free, clipped high (low wins where lo = hi)
         low = y <= lo
@@ -257,13 +260,12 @@ def dual_newton(G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200, inf
         w = G.T @ step
         b = w / reg  # y moves by t b along the step
         y_n = y + b
-        x_n = np.minimum(np.maximum(y_n, lo), hi)
         if np.array_equal(state(y_n), s):
             info["steps"] = k + 1
             # every x_i stayed on its piece (y_i is linear along the step), so F was linear
             # along it and the step lands on F = 0, up to round-off in J's solve (which can
             # exceed tol when tiny weights make J large)
-            return x_n, lam + step, True
+            return box(y_n), lam + step, True
         t = _exact_step(step, F, y, w, b, lo, hi)
         if not t > 0:
             break  # no progress along the step: round-off
