@@ -172,6 +172,30 @@ def test_a_killed_planner_worker_does_not_lose_the_take(rig, capfd):
     assert not takes[1].meta["partial"] and not mp.active_children()  # whole, and no worker left behind
 
 
+def test_a_worker_prunes_against_the_cheapest_plan_any_worker_played(rig):
+    """The workers share the cheapest cost played so far in a decision: a rollout stops as soon
+    as its running sum passes it (it cannot win), and a worker's finished plan lowers it for
+    the others - never raises it."""
+    import multiprocessing as mp
+
+    from engine.control.balance import BalanceParams, Shadow, snapshot
+    from engine.control.tracking import TrackingController
+
+    sim, plan = _walk_sim(rig, 1.0)
+    params, b = TrackingParams(residual=0.0), BalanceParams(horizon=12)
+    snap = snapshot(sim, TrackingController(sim, plan, params))
+    shadow = Shadow(sim, plan, params, b)
+    U = np.zeros((b.knots, 10))
+    (alone,), n_alone = shadow.play_all(snap, [U], 0)
+    assert np.isfinite(alone) and alone > 0 and n_alone == 12
+    shadow.shared_best = mp.get_context("fork").RawValue("d", alone / 2)  # another worker found a cheaper plan
+    (cut,), n_cut = shadow.play_all(snap, [U], 0)
+    assert cut == np.inf and 1 <= n_cut < 12 and shadow.shared_best.value == alone / 2
+    shadow.shared_best.value = np.inf  # a new decision
+    (again,), _ = shadow.play_all(snap, [U], 0)
+    assert again == alone and shadow.shared_best.value == alone  # the same rollout, and it now bounds the rest
+
+
 def test_planner_resumed_at_a_checkpoint_plays_on_bit_for_bit(rig):
     """BalancePlanner.checkpoint / resume (the start states of a DAgger run): a planner put back
     at a checkpoint from another state plays the same steps again, bit for bit: the same

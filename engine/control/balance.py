@@ -187,6 +187,7 @@ class Shadow:
         self.ctl = OffsetTracker(self.sim, copy.deepcopy(plan), params, balance)
         self.balance = balance
         self.steps_played = 0  # rollout steps, for the planner's cost figures
+        self.shared_best = None  # a RawValue the workers share: the cheapest plan any has played
 
     def load(self, snap: dict) -> None:
         """The shadow at the snapshot (`restore`)."""
@@ -194,9 +195,10 @@ class Shadow:
 
     def play(self, U: np.ndarray, start: int, bound: float = np.inf) -> float:
         """Eq. (1) summed over the horizon with the plan (U, start), from the loaded state; inf
-        as soon as the sum passes `bound` (the cheapest plan found so far: every term is >= 0,
-        so this one cannot win, and the plan chosen is the same as without the bound)."""
-        sim, ctl, b = self.sim, self.ctl, self.balance
+        as soon as the sum passes `bound` or the workers' shared best (the cheapest plan found
+        so far: every term is >= 0, so this one cannot win, and the plan chosen is the same as
+        without the bound)."""
+        sim, ctl, b, shared = self.sim, self.ctl, self.balance, self.shared_best
         ctl.U, ctl.plan_start = U, start
         d = sim.physics.data
         total = 0.0
@@ -211,18 +213,20 @@ class Shadow:
             total += rollout_cost(sim, ctl)
             if d.qpos[2] < b.fall_height:
                 return total + FALL_COST * (b.horizon - t)
-            if total > bound:
+            if total > bound or (shared is not None and total > shared.value):
                 return np.inf
         return total
 
     def play_all(self, snap: dict, plans: list[np.ndarray], start: int) -> tuple[list[float], int]:
         """play() for each plan from the snapshot, each bounded by the cheapest before it;
         and the rollout steps that took."""
-        out, best, before = [], np.inf, self.steps_played
+        out, best, before, shared = [], np.inf, self.steps_played, self.shared_best
         for U in plans:
             self.load(snap)
             out.append(self.play(U, start, best))
             best = min(best, out[-1])
+            if shared is not None and best < shared.value:  # unlocked: a lost race leaves a looser
+                shared.value = best  # bound (still some played plan's cost), never a wrong one
         return out, self.steps_played - before
 
 
@@ -258,9 +262,10 @@ def restore(sim, ctl: TrackingController, snap: dict) -> None:
 _WORKER: dict = {}
 
 
-def _worker_init(sim, plan, params, balance) -> None:
+def _worker_init(sim, plan, params, balance, shared_best) -> None:
     forked_worker_signals()  # forked from a take that handles Ctrl-C and SIGTERM itself
     _WORKER["shadow"] = Shadow(sim, plan, params, balance)
+    _WORKER["shadow"].shared_best = shared_best
 
 
 def _worker_play(job) -> tuple[list[float], int]:
@@ -282,7 +287,13 @@ class BalancePlanner(OffsetTracker):
         self._shadow_args = (sim, plan, params, balance)
         self.workers_lost = ""  # why the worker processes were given up, if they were
         if balance.workers > 0:  # forked: the workers inherit the rig and the plan (nothing pickled)
-            self._pool = process_pool(balance.workers, "fork", _worker_init, self._shadow_args)
+            import multiprocessing as mp
+
+            # the cheapest plan any worker has played in this decision: each prunes against it
+            # (as one process prunes against its own), so a worker dealt only noisy plans need
+            # not play them to the end
+            self._shared_best = mp.get_context("fork").RawValue("d", np.inf)
+            self._pool = process_pool(balance.workers, "fork", _worker_init, self._shadow_args + (self._shared_best,))
         else:
             self._shadow_here = Shadow(*self._shadow_args)
         self.plans = self.rollout_steps = 0
@@ -307,6 +318,7 @@ class BalancePlanner(OffsetTracker):
             # dealt round-robin, so each worker starts with one of the likely cheap plans (the
             # last plan, no offsets) and its bound cuts its noisy ones short sooner
             w = min(self.balance.workers, len(plans))
+            self._shared_best.value = np.inf
             try:
                 parts = list(self._pool.map(_worker_play, [(snap, plans[j::w], now) for j in range(w)]))
             except BrokenProcessPool as e:  # plan on in this process: the same plans, slower
