@@ -466,7 +466,7 @@ def bake_take(context, arm, take, frame_start: int | None = None, action_name: s
 def prepare_simulation(context, arm, clips, fps=None, controller="tracking", policy=None, fatigue_scale=50.0,
                        F=0.01, R=0.002, r=2.0, residual=0.0, seed=0, repetitions=None, keep_calibration=False,
                        pushes=(), pace=1.0, mode="track", noise_scale=None, headings=(), speed=None,
-                       balance=None, strength=None) -> SimulationJob:
+                       balance=None, strength=None, workers=None) -> SimulationJob:
     """Check everything before any work and return a job ready to run.
 
     clips: [(path or "ACTION", seconds or None)]; None seconds = the clip's own length (times
@@ -475,9 +475,9 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
     tracking controller's pace governor strength (engine.control.pace). mode, noise_scale,
     headings (TURN[@TIME] specs, a list or one text field) and speed: a policy's mode
     (engine.control.goals). balance: the tracking controller plans its balance without the
-    residual (engine.control.balance; played in Blender's process, so `residual` is then
-    ignored); None (the default) plans it unless `residual` asks for a residual (an analysis
-    take). strength: the muscles' f0 x this (engine.take.check_strength: None is the tracking
+    residual (engine.control.balance; `residual` is then ignored); None (the default) plans it
+    unless `residual` asks for a residual (an analysis take). workers: the planner's processes
+    (None: planner_workers, the add-on's preference). strength: the muscles' f0 x this (engine.take.check_strength: None is the tracking
     default, and a policy's own). Nothing in the scene or the armature is changed."""
     from .engine.control.goals import check_policy_options, goals_from_specs
     from .engine.control.tracking import TrackingParams
@@ -485,10 +485,11 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
     from .engine.take import check_balance, check_fps, check_strength
 
     planner = None
+    workers = planner_workers(context) if workers is None else workers
     if balance:  # the panel's residual field is then out of play
-        planner, residual = check_balance(controller, True, None)
+        planner, residual = check_balance(controller, True, None, workers)
     elif balance is None:  # on unless a residual is asked for (engine.take.check_balance)
-        planner, residual = check_balance(controller, None, residual or None)
+        planner, residual = check_balance(controller, None, residual or None, workers)
     TrackingParams(residual=residual, pace=pace, balance=planner).validate()
     if controller == "tracking":
         strength = check_strength(controller, strength=strength)
@@ -530,6 +531,18 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
     return SimulationJob(out, fps, controller=controller, fatigue=fatigue_params(fatigue_scale, F, R, r),
                          residual=residual, seed=seed, policy=policy, pushes=pushes, pace=pace, mode=mode,
                          noise_scale=noise_scale, goals=goals, balance=planner, strength=strength)
+
+
+def planner_workers(context) -> int:
+    """The balance planner's processes for a take made in Blender: as on the command line, one
+    per CPU core on Linux (forked from Blender's process, from the simulation's thread: the
+    workers only play rollouts, never touch bpy, and the take is the same bit for bit), 0 (in
+    Blender's process) elsewhere or when the preference "Balance on every core" is off."""
+    from . import prefs
+    from .engine.control.balance import default_workers
+
+    p = prefs.get(context)
+    return default_workers() if p is None or p.balance_on_every_core else 0
 
 
 def settings_job(context, s) -> tuple[object, SimulationJob]:

@@ -39,7 +39,8 @@ residual and plans its balance ahead (--balance, engine/control/balance.py): eve
 on a copy of the simulation, and the cheapest (pelvis height and tilt, speed and joint error
 against the clip, a fall seen coming) is followed. The bundled walk walks on its muscles and
 the ground alone, fresh or tired; it costs ~8 s of computing a simulated second on two
-cores (--workers N processes, default one per core; the take is the same whatever N). The
+cores (--workers N processes, default one per core on Linux and 0 elsewhere; the take is
+the same whatever N). The
 report's "balance" line says how it steered. A still pose (CLIP@AT) is stood by an LQR
 instead. --residual W (above 0) is for analysis, OpenSim-style: the tracker alone, helped by
 a bounded force on the pelvis that nobody could see, reported as such.
@@ -117,8 +118,8 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
                    "second on 2 cores. --no-balance: the tracker alone, which stands a still pose (an LQR) "
                    "but lets a moving clip fall after ~3 s without --residual")
     p.add_argument("--workers", type=number("--workers", 0, integer=True), default=None, metavar="N",
-                   help="processes that play --balance's candidates (default: one per CPU core; 0 = this "
-                   "process); the take is the same whatever N")
+                   help="processes that play --balance's candidates, forked from this one (default: one per CPU "
+                   "core on Linux, 0 = this process elsewhere); the take is the same whatever N")
     p.add_argument("--pace", type=number("--pace", 0.0), default=None, metavar="STRENGTH",
                    help="tracking controller's pace governor: as the legs tire (their mean fatigued fraction "
                    "M_F above 0.1) the clips play slower, by STRENGTH %% per %% of M_F, down to half pace, and "

@@ -287,6 +287,28 @@ def test_balance_options_are_checked(rig):
     assert r.returncode == 2 and "--workers" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+def test_workers_are_forked_by_default_on_linux_only(monkeypatch):
+    """One planner process per core where forking is safe (Linux); 0 on Windows (no fork) and
+    macOS (system libraries not fork-safe); workers asked for where there is no fork are
+    refused by name."""
+    import multiprocessing as mp
+    import os
+    import sys
+
+    from engine.control.balance import BalanceParams, default_workers
+    from engine.errors import ParameterError
+
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert default_workers() == len(os.sched_getaffinity(0))
+    for other in ("win32", "darwin"):
+        monkeypatch.setattr(sys, "platform", other)
+        assert default_workers() == 0
+    monkeypatch.setattr(mp, "get_all_start_methods", lambda: ["spawn"])
+    with pytest.raises(ParameterError, match="balance.workers.*cannot fork"):
+        BalanceParams(workers=2).validate()
+    assert BalanceParams(workers=0).validate().workers == 0
+
+
 def test_balanced_walk_outlasts_the_tracker_alone(tmp_path):
     """Residual 0 from the walk's first frame: the tracker alone (`--no-balance`) falls after
     ~3 s; `sinew simulate`, which plans its balance by default, walks on (4.5 s here) near the

@@ -76,6 +76,12 @@ class BalanceParams:
             raise ParameterError("balance.candidates", f"must be at least 2 (the last plan and no offsets), got {self.candidates}")
         if not (isinstance(self.workers, (int, np.integer)) and self.workers >= 0):
             raise ParameterError("balance.workers", f"must be a whole number >= 0, got {self.workers!r}")
+        if self.workers > 0:
+            import multiprocessing as mp
+
+            if "fork" not in mp.get_all_start_methods():
+                raise ParameterError("balance.workers", f"{self.workers}: the planner forks its worker processes, "
+                                     "and this system cannot fork; use 0 (plan in the take's process)")
         for name in ("sigma", "sigma_min", "decay", "w_height", "w_tilt", "w_speed", "w_joint", "w_offset", "fall_height"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
@@ -98,13 +104,23 @@ def check_backend(backend: str) -> None:
                              "copied into them: use --backend mujoco")
 
 
+def can_fork() -> bool:
+    """Whether this system forks the planner's worker processes by default: Linux. Windows has
+    no fork, and on macOS the system libraries are not fork-safe (Python's own default there
+    is spawn); a take there plans in its own process unless workers are asked for."""
+    return sys.platform.startswith("linux")
+
+
 def default_workers() -> int:
-    """Planner processes for a command-line take: one per CPU core this process may use."""
+    """Planner processes for a take (the command line's, the add-on's, the batch script's): one
+    per CPU core this process may use where workers are forked by default (`can_fork`), else 0."""
     import os
 
+    if not can_fork():
+        return 0
     try:
         return max(len(os.sched_getaffinity(0)), 1)
-    except AttributeError:  # not on Linux
+    except AttributeError:  # no affinity call on this system
         return max(os.cpu_count() or 1, 1)
 
 
