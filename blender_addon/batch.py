@@ -137,7 +137,7 @@ def _run(argv, stop) -> int:
     summ = take.meta.get("summary", {})
     out_info = dict(action=info["action"], frames=info["frames"], out=str(out), armature=arm.name,
                     frame_start=info["frame_start"], frame_end=info["frame_end"], fps=info["fps"],
-                    simulate_s=round(sim_s, 3), bake_s=info["bake_s"], fell=summ.get("fell"),
+                    simulate_s=round(sim_s, 3), bake_s=info["bake_s"], fell=summ.get("fell"), fall=summ.get("fall"),
                     partial=summ.get("partial"), seconds=summ.get("seconds"),
                     MF_mean_by_group=summ.get("MF_mean_by_group"), pace=summ.get("pace"),
                     pushes=summ.get("pushes", []))

@@ -349,6 +349,15 @@ def stand_note(take) -> str:
     return f"stood the pose on its muscles alone (the joints moved {st['joints_moved_deg_mean']:.1f} deg on average to balance it)"
 
 
+def fall_note(take) -> str:
+    """Which way the character fell, from when and why (engine.fall), e.g. 'it fell at 3.12 s,
+    forward, going down from 2.61 s: tired legs (...)', or '' when it did not."""
+    from .engine.fall import describe
+
+    d = (take.meta.get("summary") or {}).get("fall")
+    return f"it fell {describe(d)}" if d else ""
+
+
 def balance_note(take) -> str:
     """For a take the balance planner steered (engine.control.balance), e.g. 'balanced on its
     muscles alone (planned ahead; offsets 1.4 deg on average)', or ''."""

@@ -253,6 +253,7 @@ def write_outputs(take, rig, out: Path, plots: bool = True) -> list[Path]:
 
 
 def report_lines(take, files) -> list[str]:
+    from .fall import describe as describe_fall
     from .take import is_partial
 
     s = take.meta["summary"]
@@ -263,6 +264,7 @@ def report_lines(take, files) -> list[str]:
     clips = ", ".join(f"{c['name']} {c['seconds']:g} s" for c in take.meta["clips"])
     return [
         f"take        {s['seconds']:.2f} s of {s['planned_seconds']:.2f} s ({clips}); {status}",
+        *([f"fall        {describe_fall(s['fall'])}"] if s.get("fall") else []),
         f"speed       {s['realtime_factor']}x real time",
         f"tracking    joint error {s['joint_err_deg_mean']:.2f} deg, root error {s['root_err_cm_mean']:.2f} cm (means)",
         f"muscles     strength {s.get('strength', 1.0):g} (x MASS's f0)",

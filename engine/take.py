@@ -562,6 +562,7 @@ def headings(take: Take) -> list[dict]:
 
 def summarize(take: Take, rig: Rig) -> dict:
     """The figures `sinew simulate --json` prints."""
+    from .fall import diagnose
     from .gait import take_gait
     from .push import recoveries
 
@@ -581,6 +582,7 @@ def summarize(take: Take, rig: Rig) -> dict:
         joint_err_deg_mean=round(float(take.joint_err_deg[skip].mean()), 3) if skip.any() else 0.0,
         root_err_cm_mean=round(float(take.root_err_cm[skip].mean()), 3) if skip.any() else 0.0,
         fell=bool(m["fell"]), diverged=bool(m["diverged"]), stopped_at_s=m["stopped_at_s"],
+        fall=diagnose(take, rig),  # which way, from when and why (None: it did not fall)
         interrupted=bool(m.get("interrupted")), partial=is_partial(m),
         residual_strength=(m.get("tracking") or {}).get("residual", 0.0),  # a policy applies none
         strength=m.get("strength", 1.0),  # the muscles' f0 x this (takes before it: 1)

@@ -74,7 +74,10 @@ def pace(take) -> str | None:
 def glance_lines(take) -> list[str]:
     """report.md's opening: did it fall (when), and did an invisible hand help (how much)."""
     s, m = take.meta["summary"], take.meta
-    fell = (f"**yes, at {s['stopped_at_s']:.2f} s**" if s["fell"] else
+    from .fall import describe
+
+    fell = (f"**yes, {describe(s['fall'])}**" if s.get("fall") else  # takes before 2026-11-27: no diagnosis
+            f"**yes, at {s['stopped_at_s']:.2f} s**" if s["fell"] else
             f"no (the simulation diverged at {s['stopped_at_s']:.2f} s)" if s["diverged"] else "no")
     if m["controller"] != "tracking" or not s["residual_strength"]:
         residual = "none: the muscles and the ground alone"

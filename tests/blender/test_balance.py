@@ -29,6 +29,20 @@ def test_panel_balance_plans_without_the_residual(sinew, fresh):
     assert len(action_fcurves(arm.animation_data.action)) > 0
 
 
+def test_panel_take_that_falls_says_which_way_from_when_and_why(sinew, fresh):
+    """Balance off and no residual: the tracker alone lets the walk fall within seconds; the
+    bake keeps it up to the fall and the report says when, which way and why (engine.fall)."""
+    core = sub(sinew, "core")
+    arm = make_mixamo_armature(core.load_model())
+    s = bpy.context.scene.sinew
+    s.armature, s.clip_source, s.clip_path = arm, "FILE", str(WALK)
+    s.length_mode, s.seconds, s.fatigue_scale, s.balance, s.residual = "SECONDS", 6.0, 0.0, False, 0.0
+    assert bpy.ops.sinew.simulate() == {"FINISHED"}
+    assert "the character fell; kept up to the fall" in s.last_report, s.last_report
+    assert "it fell at " in s.last_report and "going down from" in s.last_report, s.last_report
+    assert "nothing to balance it" in s.last_report, s.last_report
+
+
 def test_panel_balance_on_every_core_forks_from_blender_and_gives_the_same_take(sinew, fresh):
     """With the preference on (the default) the planner's workers are forked from Blender's
     process, from the simulation's thread as the modal operator runs it: one per core on Linux,

@@ -1,0 +1,66 @@
+"""A fall's diagnosis (engine.fall): which way, from when, and why, in the take's summary,
+the command line's report and report.md."""
+import numpy as np
+import pytest
+
+from engine.fall import DIRECTIONS, describe, direction, heading_frame
+from engine.control.tracking import TrackingParams
+
+from .conftest import MOTION_DIR
+
+
+def test_directions_in_the_heading_frame():
+    """The rest pose faces -y with +x on its left; a 90 degree turn to the left faces +x."""
+    fwd, left = heading_frame(np.array([1.0, 0, 0, 0]))
+    assert np.allclose(fwd, [0, -1]) and np.allclose(left, [1, 0])
+    for k, v in enumerate([(0, -1), (1, -1), (1, 0), (1, 1), (0, 1), (-1, 1), (-1, 0), (-1, -1)]):
+        assert direction(np.array(v, float), fwd, left) == DIRECTIONS[k]
+    turned = np.array([np.cos(np.pi / 4), 0, 0, np.sin(np.pi / 4)])  # 90 deg about +z
+    fwd, left = heading_frame(turned)
+    assert np.allclose(fwd, [1, 0]) and np.allclose(left, [0, 1])
+    assert direction(np.array([0.0, 1.0]), fwd, left) == "to its left"
+
+
+def _held(rig, pushes=(), seconds=3.0, **kw):
+    from engine.take import simulate
+
+    return simulate(rig, [(f"{MOTION_DIR / 'walk.bvh'}@0.25", seconds)], fps=60, progress=lambda f: None,
+                    params=TrackingParams(residual=0.0), pushes=pushes, **kw)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_a_held_pose_shoved_sideways_falls_that_way_and_the_push_is_named(rig, side):
+    """A held pose shoved at the pelvis along its own left (or right) - the line between its hip
+    joints, not the module's heading frame - falls to that side, and the diagnosis says so,
+    names the push and dates the onset after it."""
+    from engine.push import Push
+
+    start = _held(rig, seconds=0.05)
+    lateral = start.body_pos[0, rig.body_index("FemurL"), :2] - start.body_pos[0, rig.body_index("FemurR"), :2]
+    lateral /= np.linalg.norm(lateral)
+    f = 400.0 * (lateral if side == "left" else -lateral)
+    take = _held(rig, [Push(1.0, (f[0], f[1], 0.0), 0.3)])
+    d = take.meta["summary"]["fall"]
+    assert take.meta["fell"] and d is not None, "a 400 N shove for 0.3 s should topple the held pose"
+    other = "right" if side == "left" else "left"
+    assert side in d["direction"] and other not in d["direction"], d
+    assert 1.0 <= d["onset_s"] <= d["time_s"] == round(take.meta["stopped_at_s"], 3)
+    assert d["causes"][0].startswith("a push of 400 N") and f"to its {side}" in d["causes"][0], d
+    assert describe(d).startswith(f"at {d['time_s']:.2f} s, {d['direction']}, going down from")
+
+
+def test_the_tracker_alone_falls_with_nothing_to_balance_it_and_a_take_that_stands_has_no_diagnosis(rig, tmp_path):
+    """The tracker without a residual or the planner falls within seconds (balance.md): the
+    diagnosis says nothing balanced it, and the command line prints it under the take line;
+    the held pose unshoved stands and has none."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "engine", "simulate", "--clip", f"{MOTION_DIR / 'walk.bvh'}:6",
+                        "--no-balance", "--no-plots", "--out", str(tmp_path / "alone")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "STOPPED: fell" in lines[0] and lines[1].startswith("fall        at "), r.stdout[:400]
+    assert "nothing to balance it" in lines[1]
+    assert "**yes, at " in (tmp_path / "alone" / "report.md").read_text()
+    assert _held(rig, seconds=1.0).meta["summary"]["fall"] is None
