@@ -251,3 +251,32 @@ def _killed_episode(job):
     import signal
 
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_balance_expert_of_several_planners_answers_their_mean(tmp_path):
+    """dagger.planners = 2: the expert's answer at a state is the mean of two balance planners'
+    (each its own seed and plan), and resumed at a start state it answers the same again; the
+    option is refused beside the stand expert."""
+    from engine.errors import ParameterError
+    from training.config import load_config
+    from training.dagger import DaggerTrainer, PlannerEnsemble
+
+    cfg_path = tmp_path / "c.toml"
+    cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n'
+                        "[dagger]\nsnapshot_seconds = 0.1\nsnapshot_every = 0.1\nplanners = 2\n"
+                        % (REPO / "training/configs/walk.toml"))
+    tr = DaggerTrainer(load_config(cfg_path), tmp_path / "run")
+    ens, sim = tr.expert, tr.sim
+    assert isinstance(ens, PlannerEnsemble) and len(ens.planners) == 2 and len(tr.starts) == 2
+    ens.resume(sim, tr.starts[1], 5)
+    mean = ens.act(sim, sim.state).activation
+    ens.resume(sim, tr.starts[1], 5)
+    each = [p.act(sim, sim.state).activation for p in ens.planners]  # the same draws, one by one
+    assert np.array_equal(mean, np.mean(each, axis=0))
+    ens.resume(sim, tr.starts[1], 5)
+    draws = [p.rng.standard_normal(4) for p in ens.planners]
+    assert not np.array_equal(*draws)  # two planners' noise, not one twice
+    bad = tmp_path / "bad.toml"
+    bad.write_text('base = "%s"\n[dagger]\nplanners = 2\n' % (REPO / "training/configs/stand.toml"))
+    with pytest.raises(ParameterError, match="dagger.planners"):
+        load_config(bad)

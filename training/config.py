@@ -60,6 +60,10 @@ class DaggerConfig:
     period: int = 1                # physics steps per decision (1: 120 Hz, as the expert decides)
     snapshot_every: float = 1.0    # s between the start states taken along the expert's own take
     workers: int = 1               # processes playing a round's episodes (forked; the run is the same)
+    # expert "balance": its answer is the mean of this many planners' (each its own seed and
+    # plan): one planner's label is as noisy across seeds as the steering it carries
+    # (docs/research/label_noise.py); K times the cost a label
+    planners: int = 1
 
 
 @dataclass
@@ -188,7 +192,7 @@ class TrainConfig:
             d = self.dagger
             if d.expert not in ("stand", "balance"):
                 raise ParameterError("dagger.expert", f"{d.expert!r}: choose stand or balance")
-            for k in ("rounds", "episodes", "fit_steps", "fit_batch", "period", "eval_starts", "workers"):
+            for k in ("rounds", "episodes", "fit_steps", "fit_batch", "period", "eval_starts", "workers", "planners"):
                 v = getattr(d, k)
                 if not isinstance(v, int) or v < 1:
                     raise ParameterError(f"dagger.{k}", f"must be an integer >= 1, got {v!r}")
@@ -204,6 +208,9 @@ class TrainConfig:
             if d.expert == "stand" and (len(self.clips) != 1 or split_hold(self.clips[0])[1] is None):
                 raise ParameterError("clips", "a [dagger] run learns from the stand controller: give one clip "
                                      "with the pose to hold, as CLIP@SECONDS")
+            if d.planners > 1 and d.expert != "balance":
+                raise ParameterError("dagger.planners", f"{d.planners}: averages balance planners; the {d.expert} "
+                                     "expert is one controller (use 1)")
             if d.expert == "balance":
                 if len(self.clips) != 1:
                     raise ParameterError("clips", "a [dagger] run with the balance expert tracks one clip (looped)")
