@@ -80,7 +80,8 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Track clips with the 284-muscle model: inverse dynamics, a muscle-coordination "
         "solve inside the 3CC-r fatigue bounds, optional root residual forces. Muscles tire and "
-        "recover as the take plays; a take that falls or diverges is kept up to that point.")
+        "recover as the take plays; a take that falls or diverges is kept up to that point, and the "
+        "report's fall line says when it began, which way and why.")
     p.add_argument("--clip", action="append", required=True, metavar="CLIP[@AT][:SECONDS]",
                    help="a .bvh or reference .npz, optionally :SECONDS to play (looped); repeat to chain. "
                    "CLIP@AT holds the pose at AT seconds into the clip still (with --residual 0 the "
