@@ -486,8 +486,9 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
     (engine.control.goals). balance: the tracking controller plans its balance without the
     residual (engine.control.balance; `residual` is then ignored); None (the default) plans it
     unless `residual` asks for a residual (an analysis take). workers: the planner's processes
-    (None: planner_workers, the add-on's preference). strength: the muscles' f0 x this (engine.take.check_strength: None is the tracking
-    default, and a policy's own). Nothing in the scene or the armature is changed."""
+    (None: planner_workers, the add-on's preference). strength: the muscles' f0 x this
+    (engine.take.check_strength: None is the tracking default, and a policy's own). Nothing in
+    the scene or the armature is changed."""
     from .engine.control.goals import check_policy_options, goals_from_specs
     from .engine.control.tracking import TrackingParams
     from .engine.push import check_pushes, parse_pushes
