@@ -114,7 +114,8 @@ class SINEW_OT_simulate(_ArmatureOp, bpy.types.Operator):
         summ = job.take.meta.get("summary", {})
         msg = (f"Sinew: baked {info['frames']} frames into '{info['action']}'"
                + (" (the character fell; kept up to the fall)" if summ.get("fell") else ""))
-        for note in (core.fall_note(job.take), core.calibration_note(job.take), core.stand_note(job.take), core.balance_note(job.take),
+        for note in (core.fall_note(job.take), core.calibration_note(job.take), core.stand_note(job.take),
+                     core.balance_note(job.take),
                      core.tiring_note(job.take),
                      core.pace_note(job.take),
                      core.push_note(job.take), core.heading_note(job.take)):

@@ -9,11 +9,11 @@ from the take's own frames:
   pelvis had when the fall began (its facing; x the character's left at rest), one of eight
   directions;
 - when it began (the onset): after the last frame at which the character was still up - the
-  pelvis within ONSET_DROP_M of the reference's height and the trunk within ONSET_TILT_DEG of
-  its median tilt over the take;
+  pelvis within ONSET_DROP_M of the reference's height and the trunk's lean (the gait
+  report's) within ONSET_TILT_DEG of its median over the take;
 - what led to it, every one of these the take shows: a push that ended less than PUSH_S
-  before the onset (its direction in the facing it found); tired legs (their f0-weighted mean M_F, the report's figure, at least
-  TIRED_MF at the onset); the clip lost before the onset (the joint error over the second
+  before the onset (its direction in the facing it found); tired legs (their f0-weighted
+  mean M_F, the report's figure, at least TIRED_MF at the onset); the clip lost before the onset (the joint error over the second
   before it at least OFF_FACTOR times its mean before, and OFF_DEG more); a clip beyond the
   body (engine.control.demands); nothing to balance it (the tracking controller alone with no
   residual). When none shows, the cause is said to be the balance itself.
@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .control.policy import heading_cs
+from .gait import trunk_lean_deg
 from .rig import GROUPS, Rig
 from .transforms import quat_to_matrix
 
 ONSET_DROP_M = 0.10  # m: the pelvis this far below the reference's height is going down
-ONSET_TILT_DEG = 20.0  # deg: the trunk this far past its median tilt is going down
+ONSET_TILT_DEG = 20.0  # deg: the trunk leaning this far past its median is going down
 PUSH_S = 2.0  # s: a push that ended this long before the onset is named
 TIRED_MF = 0.2  # legs' mean M_F from which they are named: a fifth of their motor units fatigued
 OFF_S = 1.0  # s: the joint error before the onset is averaged this long ...
@@ -39,13 +41,10 @@ DIRECTIONS = ("forward", "forward and to its left", "to its left", "backward and
 
 def heading_frame(pelvis_quat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(forward, left) unit vectors in the ground plane of a pelvis orientation (w, x, y, z):
-    forward is where the pelvis's -y axis points (the model's facing at rest), left is it
-    turned 90 degrees counter-clockwise (+x at rest)."""
-    R = quat_to_matrix(np.asarray(pelvis_quat, float))
-    fwd = -R[:2, 1]
-    n = np.linalg.norm(fwd)
-    fwd = fwd / n if n > 1e-9 else np.array([0.0, -1.0])  # lying face up or down: facing unknown
-    return fwd, np.array([-fwd[1], fwd[0]])
+    the heading a policy sees (engine.control.policy.heading_cs: the pelvis's x axis, the
+    character's left, +x at rest) and forward 90 degrees clockwise from it (-y at rest)."""
+    c, s = heading_cs(quat_to_matrix(np.asarray(pelvis_quat, float))[None])
+    return np.array([s, -c]), np.array([c, s])
 
 
 def direction(v: np.ndarray, forward: np.ndarray, left: np.ndarray) -> str:
@@ -54,21 +53,14 @@ def direction(v: np.ndarray, forward: np.ndarray, left: np.ndarray) -> str:
     return DIRECTIONS[int(np.round(angle / 45.0)) % 8]
 
 
-def onset_index(height: np.ndarray, height_ref: np.ndarray, tilt_deg: np.ndarray, end: int) -> int:
+def onset_index(height: np.ndarray, height_ref: np.ndarray, lean_deg: np.ndarray, end: int) -> int:
     """The first frame of the fall ending at frame `end`: the one after the last frame at which
-    the pelvis was within ONSET_DROP_M of the reference's height and the trunk within
-    ONSET_TILT_DEG of its median tilt before (0 when it never was)."""
+    the pelvis was within ONSET_DROP_M of the reference's height and the trunk's lean within
+    ONSET_TILT_DEG of its median before (0 when it never was)."""
     up = (height[:end + 1] >= height_ref[:end + 1] - ONSET_DROP_M) & \
-         (tilt_deg[:end + 1] <= np.median(tilt_deg[:end + 1]) + ONSET_TILT_DEG)
+         (lean_deg[:end + 1] <= np.median(lean_deg[:end + 1]) + ONSET_TILT_DEG)
     ups = np.flatnonzero(up[:end])
     return int(ups[-1] + 1) if ups.size else 0
-
-
-def _tilt_deg(quats: np.ndarray) -> np.ndarray:
-    """Angle of each body frame's z axis from the vertical, degrees."""
-    w, x, y, _ = np.moveaxis(np.asarray(quats, float), -1, 0)
-    zz = 1.0 - 2.0 * (x * x + y * y)  # R[2, 2]
-    return np.degrees(np.arccos(np.clip(zz, -1.0, 1.0)))
 
 
 def diagnose(take, rig: Rig) -> dict | None:
@@ -76,16 +68,16 @@ def diagnose(take, rig: Rig) -> dict | None:
     direction, the legs' M_F at the onset and at the start, and causes (phrases, in the
     order above)."""
     from .control.demands import demanding, figures
-    from .push import Push
+    from .push import as_push
 
     m = take.meta
     if not m.get("fell"):
         return None
     t = np.asarray(take.times, float)
     end = len(t) - 1
-    b = {name: rig.body_index(name) for name in ("Pelvis", "Torso", "Head", "TalusR", "TalusL")}
-    tilt = _tilt_deg(take.body_quat[:, b["Torso"]])
-    i0 = onset_index(np.asarray(take.q, float)[:, 2], np.asarray(take.q_ref, float)[:, 2], tilt, end)
+    b = {name: rig.body_index(name) for name in ("Pelvis", "Head", "TalusR", "TalusL")}
+    lean = trunk_lean_deg(rig, np.asarray(take.body_pos, float))
+    i0 = onset_index(np.asarray(take.q, float)[:, 2], np.asarray(take.q_ref, float)[:, 2], lean, end)
     onset = float(t[i0])
     forward, left = heading_frame(take.body_quat[i0, b["Pelvis"]])
     feet = 0.5 * (take.body_pos[end, b["TalusR"], :2] + take.body_pos[end, b["TalusL"], :2])
@@ -94,7 +86,7 @@ def diagnose(take, rig: Rig) -> dict | None:
 
     causes = []
     for p in m.get("pushes") or []:
-        push = Push(p["time"], tuple(p["force"]), p["seconds"], p["body"])
+        push = as_push(p)
         if push.time <= t[end] and push.end >= onset - PUSH_S:
             f = np.asarray(push.force, float)
             at = int(np.searchsorted(t, push.time).clip(0, end))  # in the facing the push found
@@ -127,6 +119,6 @@ def diagnose(take, rig: Rig) -> dict | None:
 
 
 def describe(d: dict) -> str:
-    """A fall's diagnosis in one line: '3.12 s, forward, going down from 2.61 s: after a push
-    of ...; tired legs (...)'."""
+    """A fall's diagnosis in one line: 'at 3.12 s, forward, going down from 2.61 s: a push of
+    ...; tired legs (...)'."""
     return f"at {d['time_s']:.2f} s, {d['direction']}, going down from {d['onset_s']:.2f} s: " + "; ".join(d["causes"])

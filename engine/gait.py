@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .rig import GROUPS
+from .rig import GROUPS, Rig
 from .transforms import quat_to_matrix
 
 CONTACT_HEIGHT_M = 0.03
@@ -47,6 +47,13 @@ def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end (exclusive) indices of the runs of True in a 1-D mask."""
     d = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
     return np.flatnonzero(d == 1), np.flatnonzero(d == -1)
+
+
+def trunk_lean_deg(rig: Rig, body_pos: np.ndarray) -> np.ndarray:
+    """(N,) angle from vertical of the line from the pelvis's centre of mass to the torso's
+    (deg), for body positions (N, B, 3)."""
+    trunk = body_pos[:, rig.body_index("Torso")] - body_pos[:, rig.body_index("Pelvis")]
+    return np.degrees(np.arctan2(np.linalg.norm(trunk[:, :2], axis=1), trunk[:, 2]))
 
 
 def _clean(mask: np.ndarray, gap: int, shortest: int, swing=None) -> np.ndarray:
@@ -133,9 +140,7 @@ def window_metrics(rig, times, body_pos, body_quat, q, lo: float, hi: float, ste
         out["stride_m"] = float(strides.mean())
     knees = knee_flexion_deg(rig, q[sel])
     out["knee_range_deg"] = float(np.mean(np.percentile(knees, 95, axis=0) - np.percentile(knees, 5, axis=0)))
-    trunk = body_pos[sel, rig.body_index("Torso")] - pelvis[sel]
-    lean = np.degrees(np.arctan2(np.linalg.norm(trunk[:, :2], axis=1), trunk[:, 2]))
-    out["trunk_lean_deg"] = float(lean.mean())
+    out["trunk_lean_deg"] = float(trunk_lean_deg(rig, body_pos[sel]).mean())
     out["root_height_m"] = float(q[sel, 2].mean())
     return out
 

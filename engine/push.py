@@ -66,7 +66,7 @@ def parse_push(spec: str) -> Push:
     return Push(_number(parts[0], "start time", spec), force, _number(parts[2], "duration", spec), body or DEFAULT_BODY)
 
 
-def _as_push(p) -> Push:
+def as_push(p) -> Push:
     """A Push from a Push, a spec string or a dict like Push.as_dict()."""
     if isinstance(p, Push):
         return p
@@ -86,7 +86,7 @@ def check_pushes(pushes, rig, seconds: float | None = None) -> list[Push]:
     them), and the window inside the take's `seconds` when given."""
     out = []
     for p in pushes or []:
-        p = _as_push(p)
+        p = as_push(p)
         where = f"push at {p.time:g} s"
         f = np.asarray(p.force, dtype=float)
         if f.shape != (3,) or not np.all(np.isfinite(f)) or not np.isfinite(p.time) or not np.isfinite(p.seconds):
@@ -178,7 +178,7 @@ def recovery(take, push: Push) -> dict:
 
 def recoveries(take) -> list[dict]:
     """recovery() of every push in the take's meta (an empty list without pushes)."""
-    return [recovery(take, _as_push(p)) for p in take.meta.get("pushes") or []]
+    return [recovery(take, as_push(p)) for p in take.meta.get("pushes") or []]
 
 
 def came_back(r: dict, digits: int = 2) -> str:

@@ -41,8 +41,9 @@ against the clip, a fall seen coming) is followed. The bundled walk walks on its
 the ground alone, fresh or tired; it costs ~8 s of computing a simulated second on two
 cores (--workers N processes, default one per core on Linux and 0 elsewhere; the take is
 the same whatever N). The report's "balance" line says how it steered. A still pose
-(CLIP@AT) is stood by an LQR instead. --residual W (above 0) is for analysis, OpenSim-style: the tracker alone, helped by
-a bounded force on the pelvis that nobody could see, reported as such.
+(CLIP@AT) is stood by an LQR instead. --residual W (above 0) is for analysis,
+OpenSim-style: the tracker alone, helped by a bounded force on the pelvis that nobody could
+see, reported as such.
 
 --strength S multiplies every muscle's maximum isometric force (MASS's literature forces
 are 1; default 3, as the MuscleVAE release's stronger muscles: at 1 a tracked walk asks the

@@ -183,7 +183,7 @@ class DaggerTrainer:
 
     # ---- the simulation -------------------------------------------------------------------------
     def _snapshot(self):
-        if isinstance(self.expert, (BalancePlanner, PlannerEnsemble)):
+        if self.d.expert == "balance":
             return self.expert.checkpoint(self.sim)
         data = mujoco.MjData(self.sim.physics.model)
         mujoco.mj_copyData(data, self.sim.physics.model, self.sim.physics.data)
@@ -197,7 +197,7 @@ class DaggerTrainer:
         """To a start state (a random one unless `start`), every DOF's velocity perturbed."""
         sim = self.sim
         snap = self.starts[int(rng.integers(len(self.starts))) if start is None else start]
-        if isinstance(self.expert, (BalancePlanner, PlannerEnsemble)):
+        if self.d.expert == "balance":
             self.expert.resume(sim, snap, rng.integers(2 ** 32))
         else:
             data, fatigue, steps = snap
@@ -206,7 +206,7 @@ class DaggerTrainer:
         q, qd = sim.physics.get_q()
         sim.physics.set_q(q, qd + velocity_noise * rng.standard_normal(len(qd)))
         sim.state = sim.physics.body_state()
-        if not isinstance(self.expert, (BalancePlanner, PlannerEnsemble)):
+        if self.d.expert != "balance":
             self.expert.design_for(sim)
 
     def policy_file(self) -> P.PolicyFile:
