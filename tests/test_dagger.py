@@ -137,9 +137,10 @@ def test_tiny_dagger_train_export_policy_take(tmp_path, rig):
     s = json.loads(out.stdout.strip().splitlines()[-1])
     assert s["rounds"] == 2 and s["labels"] == 2 * 2 * 60 and np.isfinite(s["force_err_f0"])
     assert 0 < s["eval_stood_s"] <= 0.5 and (run / "learning_curve.png").stat().st_size > 1000
-    out = subprocess.run(cmd + ["train", "--config", str(cfg), "--out", str(run), "--resume"], cwd=REPO,
-                         capture_output=True, text=True, env=env, timeout=120)
-    assert out.returncode != 0 and "does not resume" in out.stderr
+    out = subprocess.run(cmd + ["train", "--out", str(run), "--resume", "--json"], cwd=REPO,  # its rounds are done
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1])["labels"] == s["labels"]
     out = subprocess.run(cmd + ["export-policy", str(run), "--out", str(pol), "--json"], cwd=REPO,
                          capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -150,6 +151,43 @@ def test_tiny_dagger_train_export_policy_take(tmp_path, rig):
     take = simulate(rig, [(held, 0.2)], controller="policy", policy=pf)
     stood = simulate(rig, [(held, 0.2)], params=TrackingParams(residual=0.0))  # the stand controller's take
     assert np.allclose(take.q[0], stood.q[0], atol=1e-9)  # both start balanced
+
+
+def test_a_resumed_run_goes_on_as_if_it_had_not_stopped(tmp_path):
+    """Two rounds, or one round, a new process's resume from its checkpoint and labels, and
+    the second: the same labels (each tagged with its round and episode) and the same networks."""
+    from training.config import load_config
+    from training.dagger import LABELS, DaggerTrainer
+
+    cfg_path = tmp_path / "c.toml"
+    cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n'
+                        "[dagger]\nrounds = 2\nepisodes = 2\nepisode_seconds = 0.3\nfit_steps = 30\ntorque_weight = 0.1\n"
+                        "eval_seconds = 0.3\neval_starts = 1\nsnapshot_seconds = 1.0\nworkers = 1\n"
+                        % (REPO / "training/configs/stand.toml"))
+    whole = DaggerTrainer(load_config(cfg_path), tmp_path / "whole")
+    whole.train()
+    first = DaggerTrainer(load_config(cfg_path), tmp_path / "parts")
+    first.train(1)
+    del first
+    resumed = DaggerTrainer.resume(tmp_path / "parts")
+    assert resumed.round == 1 and len(resumed.data["label"]) == 2 * 36
+    with np.load(tmp_path / "parts" / LABELS) as f:  # the moment arms kept where not all zero
+        assert 0 < f["arms"].shape[1] == f["arms_mask"].sum() < 0.5 * f["arms_mask"].size
+    resumed.train()
+    assert resumed.round == 2 and resumed.summary()["labels"] == whole.summary()["labels"] == 4 * 36
+    for k, v in whole.data.items():
+        assert np.array_equal(np.array(v), np.array(resumed.data[k])), k
+    tags = np.array(whole.data["episode"])
+    assert sorted({tuple(t) for t in tags}) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for a, b in zip(whole.model.vae.state_dict().values(), resumed.model.vae.state_dict().values()):
+        assert torch.equal(a, b)
+    assert (tmp_path / "parts" / "log.csv").read_text() .count("\n") == 3  # header and two rounds
+    # labels that do not belong to the checkpoint are refused by name
+    from engine.errors import InputFileError
+
+    (tmp_path / "parts" / LABELS).write_bytes(b"not an npz")
+    with pytest.raises(InputFileError, match="labels.npz.*cannot be read"):
+        DaggerTrainer.resume(tmp_path / "parts")
 
 
 def test_an_episode_that_falls_keeps_no_labels_of_its_last_second(tmp_path):

@@ -23,8 +23,9 @@ EPILOG_TRAIN = """examples:
 stand, walk). A config with a [dagger] table teaches the policy from an expert controller
 instead (training/dagger.py: the stand controller holding the clip's CLIP@SECONDS pose, or
 with expert = "balance" the tracking controller steered by the balance planner, walking the
-clip with no residual); --iterations then counts DAgger rounds, and such a run does not resume.
-The run folder gets checkpoint.pt, log.csv, learning_curve.png and config.json.
+clip with no residual); --iterations then counts DAgger rounds (in all, also on --resume).
+The run folder gets checkpoint.pt, log.csv, learning_curve.png and config.json (a DAgger run
+also labels.npz: every expert label, kept for --resume).
 Ctrl-C (or SIGTERM) stops after the iteration under way and saves the checkpoint, which
 --resume continues; the exit status is then 130 (143 for SIGTERM).
 """
@@ -102,7 +103,7 @@ def _train(args, stop) -> int:
 
     from .trainer import CHECKPOINT, Trainer
 
-    if cfg is not None and cfg.dagger is not None:
+    if (cfg is not None and cfg.dagger is not None) or (args.resume and _is_dagger_run(out)):
         return _train_dagger(args, cfg, out, stop)
     if args.resume:
         if not (out / CHECKPOINT).is_file():
@@ -135,6 +136,13 @@ def _train(args, stop) -> int:
     return 0
 
 
+def _is_dagger_run(out) -> bool:
+    """Whether the checkpoint in `out` (if any) is a DAgger run's."""
+    from .trainer import CHECKPOINT, load_checkpoint
+
+    return (out / CHECKPOINT).is_file() and bool(load_checkpoint(out)["config"].get("dagger"))
+
+
 def _train_dagger(args, cfg, out, stop) -> int:
     """A config with a [dagger] table: the policy taught by an expert controller (training/dagger.py)."""
     from engine.errors import ParameterError
@@ -142,11 +150,13 @@ def _train_dagger(args, cfg, out, stop) -> int:
     from .dagger import CHECKPOINT, DaggerTrainer
 
     if args.resume:
-        raise ParameterError("resume", "a [dagger] run does not resume (its labels are not kept); train it "
-                             "again into a new --out")
-    if (out / CHECKPOINT).exists():
-        raise ParameterError("out", f"{out} already holds a run; choose another --out")
-    tr = DaggerTrainer(cfg, out)
+        if not (out / CHECKPOINT).is_file():
+            raise ParameterError("resume", f"no checkpoint in {out}; train it first")
+        tr = DaggerTrainer.resume(out, cfg)
+    else:
+        if (out / CHECKPOINT).exists():
+            raise ParameterError("out", f"{out} already holds a run; use --resume or another --out")
+        tr = DaggerTrainer(cfg, out)
     s = tr.train(args.iterations, stop=stop)
     _emit(s, args.json, [f"trained {s['rounds']} DAgger rounds in {s['seconds']:.1f} s -> {s['out']}",
                          f"{s['labels']} expert labels, RMS force error {s['force_err_f0']} f0; the policy alone "
@@ -156,7 +166,8 @@ def _train_dagger(args, cfg, out, stop) -> int:
     if stop.requested:
         from engine.interrupt import stopped_line
 
-        print(stopped_line("train", stop, f"after round {tr.round}", f"the checkpoint {out / CHECKPOINT}"),
+        print(stopped_line("train", stop, f"after round {tr.round}",
+                           f"the checkpoint {out / CHECKPOINT} (continue with: sinew train --out {out} --resume)"),
               file=sys.stderr)
         return stop.exit_code
     return 0

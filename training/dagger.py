@@ -26,8 +26,10 @@ policy lasted longest (DAgger's choice among its policies), and export writes th
     tr.train()                          # returns the summary figures
 
 Decisions are at 120 Hz (`period` 1): held for MuscleVAE's 20 Hz, the stand controller itself
-falls within 1.5 s (docs/research/policy_from_expert.md). A DAgger run does not resume: its
-labels are not kept. The stand run takes about 12 minutes, the walk (configs/walk.toml) about
+falls within 1.5 s (docs/research/policy_from_expert.md). Every round's checkpoint keeps the
+labels gathered so far (`labels.npz`: each with the round and episode that visited it), so a
+stopped run resumes (`DaggerTrainer.resume`, `sinew train --out RUN --resume`) as if it had not
+stopped, and a fit can be studied on a run's labels afterwards. The stand run takes about 12 minutes, the walk (configs/walk.toml) about
 an hour on two cores: a balance label costs ~0.2 s of one core (the planner's rollouts).
 """
 from __future__ import annotations
@@ -47,7 +49,7 @@ from engine.atomic import atomic_path, write_text
 from engine.control import policy as P
 from engine.control.plan import MotionPlan, load_clip
 from engine.control.stand import is_stance, start_stance
-from engine.errors import ParameterError, SinewError
+from engine.errors import InputFileError, ParameterError, SinewError
 from engine.interrupt import StopFlag, end_pool, forked_worker_signals, process_pool
 from engine.muscle_step import PDGains
 from engine.progress import Progress
@@ -64,6 +66,7 @@ from .torch_muscle import TorchMuscleSystem
 from .trainer import CHECKPOINT, STD_FLOOR, policy_file_arrays
 
 LOG = "log.csv"
+LABELS = "labels.npz"  # every label gathered, beside the checkpoint
 PLOT = "learning_curve.png"
 TORQUE_UNIT = 10.0  # N m: the joint-torque error's unit in the fit (config dagger.torque_weight)
 LOG_COLUMNS = ["round", "labels", "seconds", "beta", "episodes_stood_s", "fit_loss", "force_err_f0",
@@ -150,7 +153,9 @@ class DaggerTrainer:
         self.stop = StopFlag()
         self.last: dict = {}
         self.best: dict = {}  # the round whose policy stood longest alone (the latest of equals)
-        self.data = {k: [] for k in ("state", "target", "label", "on") + (("arms",) if self.d.torque_weight else ())}
+        self.episode_tag = (0, 0)  # (round, episode) of the episode being played: each label's "episode"
+        self.data = {k: [] for k in ("state", "target", "label", "on", "episode")
+                     + (("arms",) if self.d.torque_weight else ())}
 
         ref, name = load_clip(rig, cfg.clips[0])
         longest = max(self.d.episode_seconds, self.d.eval_seconds) + self.d.snapshot_seconds
@@ -281,6 +286,7 @@ class DaggerTrainer:
         self.data["target"].append(P.target_features(s.pos, s.rot, rp, rr, rv, rw).astype(np.float32))
         self.data["label"].append(label.astype(np.float32))
         self.data["on"].append(on)
+        self.data["episode"].append(np.array(self.episode_tag, np.int32))
         if "arms" in self.data:  # the generalised force per unit of each muscle's error: A^T f0 for
             # a PD action's force error (units of the model's f0), A^T f0 f_l f_v for an activation's
             flfv, _, A, _ = self.expert.muscle_terms(self.sim, s)
@@ -296,12 +302,13 @@ class DaggerTrainer:
             setattr(m, f"{key}_mean", torch.as_tensor(x.mean(0), dtype=torch.float32))
             setattr(m, f"{key}_std", torch.as_tensor(np.maximum(x.std(0), STD_FLOOR), dtype=torch.float32))
 
-    def fit(self) -> tuple[float, float]:
+    def fit(self, latent_noise: float | None = None) -> tuple[float, float]:
         """New networks fit with `fit_steps` minibatch steps on every label gathered (DAgger
         trains each round's policy afresh on the aggregate: a warm start carries one round's
         bad fit into the next); returns the loss, the RMS force error (f0; an activation policy's
         activation error) and the RMS generalised-force error (N m; nan without torque_weight)
-        of the last 100 steps."""
+        of the last 100 steps. The latent is sampled with sigma_prior's noise (eq. 41's
+        posterior) unless `latent_noise` says otherwise (a study of the fit: fit_study.py)."""
         m, cfg, d = self.model, self.cfg, self.d
         torch.manual_seed(cfg.seed + 1000 * self.round)
         m.vae = VAE(m.S, m.T, m.M, cfg.latent_dim, cfg.vae_hidden, cfg.policy_hidden, cfg.experts, cfg.gate_hidden)
@@ -317,7 +324,8 @@ class DaggerTrainer:
             sn = X[i]
             mu_p = m.vae.prior(sn)
             off = m.vae.posterior(torch.cat([sn, T[i]], -1))
-            z = mu_p + off + cfg.sigma_prior * torch.randn(mu_p.shape, generator=self.gen)
+            noise = cfg.sigma_prior if latent_noise is None else latent_noise
+            z = mu_p + off + noise * torch.randn(mu_p.shape, generator=self.gen)
             _, a = m.act(sn, z)
             e = activation_error(a, Y[i], on[i]) if cfg.action == "activation" else force_error(a, Y[i], on[i], cfg.stiffness)
             err = (e ** 2).mean()
@@ -447,9 +455,71 @@ class DaggerTrainer:
                   task_iteration=0, seconds=self.seconds, vae=m.vae.state_dict(), best=self.best,
                   norm=dict(state_mean=m.state_mean, state_std=m.state_std, target_mean=m.target_mean,
                             target_std=m.target_std), last=self.last)
+        ck["gen"] = self.gen.get_state()
+        with atomic_path(self.out / LABELS) as tmp:  # first: a checkpoint never names labels it lacks
+            np.savez(tmp, **_packed(self.data))
         with atomic_path(self.out / CHECKPOINT) as tmp:
             torch.save(ck, tmp)
         return self.out / CHECKPOINT
+
+    @classmethod
+    def resume(cls, run_dir, cfg=None) -> "DaggerTrainer":
+        """The run in `run_dir` as its last checkpoint left it: its config (of `cfg` only the
+        schedule: rounds, workers, max_seconds), networks, best round, log and labels; the
+        rounds it plays next are those it would have played had it not stopped."""
+        from .config import config_from_dict
+        from .trainer import load_checkpoint
+
+        run_dir = Path(run_dir)
+        ck = load_checkpoint(run_dir)
+        saved = config_from_dict(ck["config"])
+        if saved.dagger is None:
+            raise ParameterError("resume", f"{run_dir}: not a DAgger run (its config has no [dagger] table)")
+        if cfg is not None:
+            saved.max_seconds = cfg.max_seconds
+            if cfg.dagger is not None:
+                saved.dagger.rounds, saved.dagger.workers = cfg.dagger.rounds, cfg.dagger.workers
+        labels = run_dir / LABELS
+        try:
+            with np.load(labels) as f:
+                data = _unpacked({k: f[k] for k in f.files})
+        except (OSError, ValueError, KeyError, IndexError) as e:
+            raise InputFileError(labels, f"the run's labels cannot be read ({type(e).__name__}: {e}); "
+                                 "train it again into a new --out") from None
+        tr = cls(saved, run_dir)
+        n = int(data.pop("labels", -1))
+        if set(data) != set(tr.data) or any(len(v) != n for v in data.values()):
+            raise InputFileError(labels, f"holds {sorted(data)} (not {n} of each); this run's rounds "
+                                 f"need {sorted(tr.data)}: train it again into a new --out")
+        tr.data = {k: list(v) for k, v in data.items()}
+        m = tr.model
+        m.vae.load_state_dict(ck["vae"])
+        for k, v in ck["norm"].items():
+            setattr(m, k, v)
+        tr.gen.set_state(ck["gen"])
+        tr.round, tr.seconds, tr.last, tr.best = int(ck["iteration"]), float(ck["seconds"]), ck["last"], ck["best"] or {}
+        return tr
+
+
+def _packed(data: dict) -> dict:
+    """The labels as arrays for labels.npz; the moment-arm matrices ("arms", 3/4 zeros: a
+    muscle spans a few joints) as their entries where any label has one, and that mask."""
+    out = {k: np.array(v) for k, v in data.items()}
+    out["labels"] = len(data["label"])
+    if "arms" in out:
+        mask = (out["arms"] != 0).any(axis=0)
+        out["arms"], out["arms_mask"] = out["arms"][:, mask], mask
+    return out
+
+
+def _unpacked(arrays: dict) -> dict:
+    """labels.npz's arrays as the labels they were (_packed undone)."""
+    if "arms_mask" in arrays:
+        mask = arrays.pop("arms_mask")
+        full = np.zeros((len(arrays["arms"]),) + mask.shape, np.float32)
+        full[:, mask] = arrays["arms"]
+        arrays["arms"] = full
+    return arrays
 
 
 _TRAINER: DaggerTrainer | None = None  # the trainer a forked episode process plays on
@@ -459,7 +529,8 @@ def _episode_here(tr: DaggerTrainer, job: dict) -> tuple[float, float]:
     """One episode of `job` (DaggerTrainer._play) on this process's trainer, labels appended
     to its data; (seconds stood, mean joint error in degrees)."""
     job = dict(job)
-    rng = np.random.default_rng(job.pop("seed"))
+    rng = np.random.default_rng(job["seed"])
+    tr.episode_tag = (tr.round, job.pop("seed")[-1])
     learner = tr._learner() if job.pop("learner") else None
     t = tr.episode(rng, job.pop("seconds"), learner, **job)
     return t, tr.last_error_deg

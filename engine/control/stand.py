@@ -301,9 +301,11 @@ class StandController(TrackingController):
 
     def design_for(self, sim) -> None:
         """a0 and K for the simulation's fatigue now, as at that point of its own take: for a
-        controller dropped into a state it did not play to (a DAgger episode's start)."""
+        controller dropped into a state it did not play to (a DAgger episode's start). The
+        solve starts afresh there too, so what it answers does not hang on where it was before."""
         self._design(sim.fatigue.MF)
         self._designed_at = sim.steps
+        self._warm, self._active = sim.fatigue.MA * self.rig.strength, None
 
     def _design(self, MF) -> None:
         """a0 and the LQR gain K for muscles whose fatigued fractions are MF: a tired muscle

@@ -1,0 +1,110 @@
+"""What limits the DAgger walk's fit on the learner's states? (issue 20)
+
+    python docs/research/fit_study.py RUN [--variants base,no_noise,...] [--eval-seconds 10]
+
+RUN is a `sinew train` DAgger run folder (its checkpoint and labels.npz). Every variant fits
+new networks on the run's labels with one episode of each round held out (the learner's own
+states among them), and prints the RMS activation error (one-sided where the expert is off,
+as the fit's) on the labels it saw and on the held-out ones, each with the mean latent the
+product's "track" mode plays; then, fit again on every label, how long its policy walks alone
+from the take's start (the run's evaluation: `eval_starts` starts, the first unperturbed).
+A variant changes the fit only: the latent noise of each fit step (sigma_prior's 0.3, or
+less), the steps, the policy network's width, the labels it weighs.
+"""
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+
+from training.dagger import DaggerTrainer, activation_error  # noqa: E402
+
+# name: (config changes, dagger changes, latent noise of the fit steps; None = sigma_prior)
+VARIANTS = {
+    "base": ({}, {}, None),
+    "no_noise": ({}, {}, 0.0),
+    "noise_0.1": ({}, {}, 0.1),
+    "steps_12k": ({}, {"fit_steps": 12000}, None),
+    "no_noise_12k": ({}, {"fit_steps": 12000}, 0.0),
+    "wide": ({"policy_hidden": [512, 512, 512]}, {}, None),
+    "wide_no_noise_12k": ({"policy_hidden": [512, 512, 512]}, {"fit_steps": 12000}, 0.0),
+    "no_torque": ({}, {"torque_weight": 0.0}, None),
+}
+
+
+def errors(tr, idx) -> float:
+    """RMS activation error of the networks at labels `idx`, with the mean latent (track mode)."""
+    m = tr.model
+    with torch.no_grad():
+        X = (torch.as_tensor(np.array(tr.data["state"])[idx]) - m.state_mean) / m.state_std
+        T = (torch.as_tensor(np.array(tr.data["target"])[idx]) - m.target_mean) / m.target_std
+        Y = torch.as_tensor(np.array(tr.data["label"])[idx])
+        on = torch.as_tensor(np.array(tr.data["on"])[idx])
+        z = m.vae.prior(X) + m.vae.posterior(torch.cat([X, T], -1))
+        _, a = m.act(X, z)
+        return float(torch.sqrt((activation_error(a, Y, on) ** 2).mean()))
+
+
+def fit_variant(tr, name, keep) -> tuple[float, float]:
+    """Fit variant `name` on labels `keep` (all when None); returns (seconds, last steps' error)."""
+    cfg_changes, d_changes, noise = VARIANTS[name]
+    saved_cfg = {k: getattr(tr.cfg, k) for k in cfg_changes}
+    saved_d = {k: getattr(tr.d, k) for k in d_changes}
+    saved_data = tr.data
+    for k, v in cfg_changes.items():
+        setattr(tr.cfg, k, v)
+    for k, v in d_changes.items():
+        setattr(tr.d, k, v)
+    if keep is not None:
+        tr.data = {k: [v[i] for i in keep] for k, v in saved_data.items()}
+    if not tr.d.torque_weight:
+        tr.data.pop("arms", None)
+    try:
+        t0 = time.perf_counter()
+        _, err, _ = tr.fit(latent_noise=noise)
+        return time.perf_counter() - t0, err
+    finally:
+        tr.data = saved_data
+        for k, v in saved_cfg.items():
+            setattr(tr.cfg, k, v)
+        for k, v in saved_d.items():
+            setattr(tr.d, k, v)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--eval-seconds", type=float, default=10.0)
+    ap.add_argument("--no-eval", action="store_true", help="the fit's errors only (no simulation)")
+    args = ap.parse_args()
+    tr = DaggerTrainer.resume(args.run)
+    tr.d.eval_seconds = args.eval_seconds
+    tags = np.array(tr.data["episode"])
+    held = np.flatnonzero(tags[:, 1] == tags[:, 1].max())  # one episode a round
+    seen = np.flatnonzero(tags[:, 1] != tags[:, 1].max())
+    late = np.flatnonzero(tags[:, 0] > 0)
+    print(f"{len(tags)} labels in {tr.round} rounds; held out {len(held)} (episode {tags[:, 1].max()} of each round)")
+    print("variant | fit s | last steps' error | seen | held out | held out, learner's rounds | alone s (each start) | joint error deg")
+    for name in args.variants.split(","):
+        secs, last = fit_variant(tr, name, seen)
+        e_seen, e_held = errors(tr, seen), errors(tr, held)
+        e_late = errors(tr, np.intersect1d(held, late))
+        row = f"{name} | {secs:.0f} | {last:.4f} | {e_seen:.4f} | {e_held:.4f} | {e_late:.4f}"
+        if not args.no_eval:
+            fit_variant(tr, name, None)
+            evals = tr._play([dict(seed=[tr.cfg.seed, 7, k], seconds=tr.d.eval_seconds, learner=True,
+                                   velocity_noise=tr.d.velocity_noise if k else 0.0, start=0, label=False)
+                              for k in range(tr.d.eval_starts)])
+            row += " | " + " / ".join(f"{t:.2f}" for t, _ in evals) + " | " + " / ".join(f"{e:.1f}" for _, e in evals)
+        print(row, flush=True)
+
+
+if __name__ == "__main__":
+    main()
