@@ -69,7 +69,7 @@ LOG = "log.csv"
 LABELS = "labels.npz"  # every label gathered, beside the checkpoint
 PLOT = "learning_curve.png"
 TORQUE_UNIT = 10.0  # N m: the joint-torque error's unit in the fit (config dagger.torque_weight)
-LOG_COLUMNS = ["round", "labels", "seconds", "beta", "episodes_stood_s", "fit_loss", "force_err_f0",
+LOG_COLUMNS = ["round", "labels", "seconds", "beta", "episodes_stood_s", "new_label_err", "fit_loss", "force_err_f0",
                "torque_err_nm", "eval_stood_s", "eval_min_s", "eval_seconds", "eval_error_deg"]
 
 
@@ -344,6 +344,22 @@ class DaggerTrainer:
                 torques.append(torque.item() if arms is not None else np.nan)
         return float(np.mean(losses)), float(np.sqrt(np.mean(errs))), float(TORQUE_UNIT * np.sqrt(np.mean(torques)))
 
+    def label_error(self, idx) -> float:
+        """RMS error (as the fit's: force in f0, or activation) of the networks now at labels
+        `idx`, with the mean latent the product's track mode plays: on the labels a round has
+        just gathered, before they join the fit, how well the last policy generalises to the
+        states it led to (DAgger's own held-out figure)."""
+        m, cfg = self.model, self.cfg
+        pick = lambda key: torch.as_tensor(np.array([self.data[key][i] for i in idx]))
+        with torch.no_grad():
+            X = (pick("state") - m.state_mean) / m.state_std
+            T = (pick("target") - m.target_mean) / m.target_std
+            z = m.vae.prior(X) + m.vae.posterior(torch.cat([X, T], -1))
+            _, a = m.act(X, z)
+            Y, on = pick("label"), pick("on")
+            e = activation_error(a, Y, on) if cfg.action == "activation" else force_error(a, Y, on, cfg.stiffness)
+            return float(torch.sqrt((e ** 2).mean()))
+
     # ---- rounds -----------------------------------------------------------------------------------
     def _learner(self) -> P.PolicyController:
         return P.PolicyController(self.policy_file(), self.rig, "track", self.track)
@@ -383,7 +399,10 @@ class DaggerTrainer:
                      beta=beta, action_noise=d.action_noise if self.round == 0 else 0.0,
                      velocity_noise=d.velocity_noise, push=d.push_force > 0)
                 for k in range(d.episodes)]
+        n0 = len(self.data["label"])
         stood = [t for t, _ in self._play(jobs)]
+        new = range(n0, len(self.data["label"]))
+        new_err = self.label_error(new) if self.round > 0 and len(new) else float("nan")
         if self.round == 0:
             self._normalise()
         loss, err, torque = self.fit()
@@ -397,6 +416,7 @@ class DaggerTrainer:
         self.seconds += time.perf_counter() - t_start
         row = dict(round=self.round, labels=len(self.data["label"]), seconds=round(self.seconds, 1),
                    beta=round(beta, 4), episodes_stood_s=round(float(np.mean(stood)), 2),
+                   new_label_err=round(new_err, 5),
                    fit_loss=round(loss, 6), force_err_f0=round(err, 5), torque_err_nm=round(torque, 3),
                    eval_stood_s=round(eval_stood, 2),
                    eval_min_s=round(min(t for t, _ in evals), 2), eval_seconds=d.eval_seconds,
@@ -582,8 +602,12 @@ def plot_log(log_path, out_path) -> Path:
     ax[0].axhline(get("eval_seconds")[-1], color="0.6", lw=0.8)
     ax[0].set(xlabel="DAgger round", ylabel="seconds on its feet", title="On its muscles, before a fall")
     ax[0].legend()
-    ax[1].semilogy(r, get("force_err_f0"), "o-")
-    ax[1].set(xlabel="DAgger round", ylabel="RMS force error (f0)", title="Fit to the expert's labels")
+    ax[1].semilogy(r, get("force_err_f0"), "o-", label="the fit, on its labels")
+    if rows and "new_label_err" in rows[0]:  # older logs lack it
+        ax[1].semilogy(r, get("new_label_err"), "s--", label="the last policy, on the round's new labels")
+    ax[1].legend()
+    ax[1].set(xlabel="DAgger round", ylabel="RMS error (f0; activation for an activation policy)",
+              title="Fit to the expert's labels")
     if errors:
         ax[2].plot(r, get("eval_error_deg"), "o-")
         ax[2].set(xlabel="DAgger round", ylabel="mean joint error (deg)", title="Policy alone: joint error until it falls")

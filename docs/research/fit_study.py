@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from training.dagger import DaggerTrainer, activation_error  # noqa: E402
+from training.dagger import DaggerTrainer  # noqa: E402
 
 # name: (config changes, dagger changes, latent noise of the fit steps; None = sigma_prior)
 VARIANTS = {
@@ -36,19 +36,6 @@ VARIANTS = {
     "wide_no_noise_12k": ({"policy_hidden": [512, 512, 512]}, {"fit_steps": 12000}, 0.0),
     "no_torque": ({}, {"torque_weight": 0.0}, None),
 }
-
-
-def errors(tr, idx) -> float:
-    """RMS activation error of the networks at labels `idx`, with the mean latent (track mode)."""
-    m = tr.model
-    with torch.no_grad():
-        X = (torch.as_tensor(np.array(tr.data["state"])[idx]) - m.state_mean) / m.state_std
-        T = (torch.as_tensor(np.array(tr.data["target"])[idx]) - m.target_mean) / m.target_std
-        Y = torch.as_tensor(np.array(tr.data["label"])[idx])
-        on = torch.as_tensor(np.array(tr.data["on"])[idx])
-        z = m.vae.prior(X) + m.vae.posterior(torch.cat([X, T], -1))
-        _, a = m.act(X, z)
-        return float(torch.sqrt((activation_error(a, Y, on) ** 2).mean()))
 
 
 def fit_variant(tr, name, keep) -> tuple[float, float]:
@@ -94,8 +81,8 @@ def main() -> None:
     print("variant | fit s | last steps' error | seen | held out | held out, learner's rounds | alone s (each start) | joint error deg")
     for name in args.variants.split(","):
         secs, last = fit_variant(tr, name, seen)
-        e_seen, e_held = errors(tr, seen), errors(tr, held)
-        e_late = errors(tr, np.intersect1d(held, late))
+        e_seen, e_held = tr.label_error(seen), tr.label_error(held)
+        e_late = tr.label_error(np.intersect1d(held, late))
         row = f"{name} | {secs:.0f} | {last:.4f} | {e_seen:.4f} | {e_held:.4f} | {e_late:.4f}"
         if not args.no_eval:
             fit_variant(tr, name, None)
