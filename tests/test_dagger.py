@@ -108,6 +108,9 @@ def test_dagger_config_is_checked(tmp_path):
     p.write_text('base = "%s"\n[dagger]\nrounds = 0\n' % (REPO / "training/configs/stand.toml"))
     with pytest.raises(ParameterError, match="dagger.rounds"):
         load_config(p)
+    p.write_text('base = "%s"\n[dagger]\nsmooth = -1.0\n' % (REPO / "training/configs/walk.toml"))
+    with pytest.raises(ParameterError, match="dagger.smooth"):
+        load_config(p)
     p.write_text('base = "%s"\n[dagger]\nexpert = "oracle"\n' % (REPO / "training/configs/stand.toml"))
     with pytest.raises(ParameterError, match="dagger.expert"):
         load_config(p)
@@ -261,9 +264,10 @@ def test_balance_expert_episodes_are_the_same_in_forked_workers(tmp_path):
 
     cfg_path = tmp_path / "c.toml"
     cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n'
-                        "[dagger]\nsnapshot_seconds = 0.2\nsnapshot_every = 0.1\nworkers = 2\n"
+                        "[dagger]\nsnapshot_seconds = 0.2\nsnapshot_every = 0.1\nworkers = 2\nsmooth = 0.0\n"
                         % (REPO / "training/configs/walk.toml"))
     tr = DaggerTrainer(load_config(cfg_path), tmp_path / "run")
+    assert tr.expert.params.weights.smooth == 0.0 and tr.expert.params.weights.activation == 1.0  # [dagger] smooth
     assert len(tr.starts) == 3 and [s["steps"] for s in tr.starts] == [0, 12, 24]
     jobs = [dict(seed=[0, k], seconds=0.1, learner=False, velocity_noise=0.03) for k in range(2)]
     forked = tr._play(jobs)

@@ -64,6 +64,10 @@ class DaggerConfig:
     # plan): one planner's label is as noisy across seeds as the steering it carries
     # (docs/research/label_noise.py); K times the cost a label
     planners: int = 1
+    # expert "balance": the tracker's weight on (a - a_prev)^2 (CoordinationWeights.smooth; the
+    # product's 10). With it each label leans ten to one on the activation of the step before,
+    # which the policy does not see (docs/research/fit_study.py); 0 still walks
+    smooth: float = 10.0
 
 
 @dataclass
@@ -200,7 +204,7 @@ class TrainConfig:
                 if not (getattr(d, k) > 0):
                     raise ParameterError(f"dagger.{k}", f"must be > 0, got {getattr(d, k)!r}")
             for k in ("velocity_noise", "action_noise", "snapshot_seconds", "fall_margin_seconds", "push_force",
-                      "torque_weight"):
+                      "torque_weight", "smooth"):
                 if not (getattr(d, k) >= 0):
                     raise ParameterError(f"dagger.{k}", f"must be >= 0, got {getattr(d, k)!r}")
             if not (0 <= d.beta_decay <= 1):

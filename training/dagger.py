@@ -13,7 +13,8 @@ the expert's answer there: for a policy whose action is MuscleVAE's PD target (c
 expert's activation makes (engine.muscle.pd_action_for_force), so the policy keeps its 120 Hz
 PD loop; for an "activation" policy as the activations themselves. The balance planner answers
 at a visited state as it would if it took over there: it plans from that state, on from its
-own last plan. A round's episodes play in `workers` forked processes (the same labels as in
+own last plan (`dagger.smooth`: its tracker's weight on the change of activation a step; the
+product's 10 ties each label to the one before, which the policy does not see). A round's episodes play in `workers` forked processes (the same labels as in
 one). New networks are fit on everything gathered (`fit_steps` per round): the force error in
 units of f0 (the activation error for an activation policy), one-sided where the expert leaves
 a muscle off (any action that does not pull is right), with `torque_weight` the joint-torque
@@ -35,6 +36,7 @@ an hour on two cores: a balance label costs ~0.2 s of one core (the planner's ro
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -112,9 +114,8 @@ class PlannerEnsemble:
     (docs/research/label_noise.py); the mean of 4 planners walks the fresh walk as one does
     (docs/research/ensemble_expert.py: 8 s, 3.4-3.6 deg, two seeds). K times the cost a label."""
 
-    def __init__(self, sim, plan, k: int, seed: int):
-        self.planners = [BalancePlanner(sim, plan, TrackingParams(residual=0.0), BalanceParams(), [seed, j])
-                         for j in range(k)]
+    def __init__(self, sim, plan, k: int, seed: int, params: TrackingParams):
+        self.planners = [BalancePlanner(sim, plan, params, BalanceParams(), [seed, j]) for j in range(k)]
 
     def act(self, sim, state) -> MuscleCommand:
         return MuscleCommand(np.mean([p.act(sim, state).activation for p in self.planners], axis=0))
@@ -172,8 +173,10 @@ class DaggerTrainer:
             self.expert = start_stance(sim, self.plan)
         else:  # the tracker steered by the balance planner, started as a take starts (engine.take.simulate)
             sim.start_at(q0, v0)
-            self.expert = (BalancePlanner(sim, self.plan, TrackingParams(residual=0.0), BalanceParams(), cfg.seed)
-                           if self.d.planners == 1 else PlannerEnsemble(sim, self.plan, self.d.planners, cfg.seed))
+            params = TrackingParams(residual=0.0)
+            params = dataclasses.replace(params, weights=dataclasses.replace(params.weights, smooth=self.d.smooth))
+            self.expert = (BalancePlanner(sim, self.plan, params, BalanceParams(), cfg.seed) if self.d.planners == 1
+                           else PlannerEnsemble(sim, self.plan, self.d.planners, cfg.seed, params))
         self.track = P.PlanTrack(rig, self.plan, self.d.period)
         self.W = P.fatigue_weights(rig)
         self.starts = [self._snapshot()]

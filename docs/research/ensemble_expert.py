@@ -10,6 +10,7 @@ prints how long it walks and its joint error: if it walks, it is a teacher whose
 network can fit; if not, averaging the sampler's draws is not a controller.
 """
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -33,6 +34,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fatigue-scale", type=float, default=1.0)
+    ap.add_argument("--smooth", type=float, default=None,
+                    help="the tracker's smooth weight on (a - a_prev)^2 (product: 10; fit_study.py's question)")
     args = ap.parse_args()
     rig = load_rig().with_strength(3.0)
     ref, name = load_clip(rig, REPO.parent / "shared" / "reference" / "mass" / "motion" / "walk.bvh")
@@ -40,12 +43,18 @@ def main() -> None:
     sim = Simulation(rig, "mujoco", fatigue=fat.FatigueParams(scale=args.fatigue_scale))
     q0, v0, _ = plan.sample(0)
     sim.start_at(q0, v0)
-    planners = [BalancePlanner(sim, plan, TrackingParams(residual=0.0), BalanceParams(), 1000 * args.seed + k)
+    params = TrackingParams(residual=0.0)
+    if args.smooth is not None:
+        params = dataclasses.replace(params, weights=dataclasses.replace(params.weights, smooth=args.smooth))
+    planners = [BalancePlanner(sim, plan, params, BalanceParams(), 1000 * args.seed + k)
                 for k in range(args.planners)]
-    errs, spread = [], []
+    errs, spread, change, last = [], [], [], None
     for i in range(int(args.seconds * 120)):
         acts = np.array([p.act(sim, sim.state).activation for p in planners])
         spread.append(np.sqrt(acts.var(0).mean()))
+        if last is not None:
+            change.append(np.sqrt(((acts.mean(0) - last) ** 2).mean()))
+        last = acts.mean(0)
         sim.step(MuscleCommand(acts.mean(0)))
         q = sim.physics.get_q()[0]
         errs.append(joint_errors_deg(rig, plan.space.diff(q, planners[0].reference(sim.steps)[0])))
@@ -56,7 +65,8 @@ def main() -> None:
             print(f"t = {sim.time:.1f} s  joint error {np.mean(errs[-120:]):.2f} deg  planners' spread "
                   f"{np.mean(spread[-120:]):.4f}", flush=True)
     print(f"{args.planners} planners averaged, seed {args.seed}: {sim.time:.2f} s of {args.seconds:g}, "
-          f"joint error {np.mean(errs):.2f} deg, spread {np.mean(spread):.4f}")
+          f"joint error {np.mean(errs):.2f} deg, spread {np.mean(spread):.4f}, activation's change a step "
+          f"{np.mean(change):.4f} (RMS), mean activation {np.mean(last):.3f}")
 
 
 if __name__ == "__main__":

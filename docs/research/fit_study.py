@@ -12,6 +12,7 @@ A variant changes the fit only: the latent noise of each fit step (sigma_prior's
 less), the steps, the policy network's width, the labels it weighs.
 """
 import argparse
+import itertools
 import sys
 import time
 from pathlib import Path
@@ -36,6 +37,40 @@ VARIANTS = {
     "wide_no_noise_12k": ({"policy_hidden": [512, 512, 512]}, {"fit_steps": 12000}, 0.0),
     "no_torque": ({}, {"torque_weight": 0.0}, None),
 }
+
+
+def rms(tr, P, idx) -> float:
+    """The fit's RMS activation error (one-sided where the expert is off) of predictions P."""
+    Y, on = np.array(tr.data["label"])[idx], np.array(tr.data["on"])[idx]
+    e = P[idx] - Y
+    return float(np.sqrt((np.where(on, e, np.maximum(e, 0.0)) ** 2).mean()))
+
+
+def baselines(tr, seen, held) -> None:
+    """What simpler predictors make of the held-out labels: the seen labels' mean, ridge
+    regression on the policy's inputs (state and target), the label of the nearest seen state,
+    and, on the expert's own episodes (round 0, where the label before is the activation it
+    played), the label of the step before (the tracker's smooth term ties each to it)."""
+    X = np.concatenate([np.array(tr.data["state"]), np.array(tr.data["target"])], 1).astype(np.float64)
+    Y = np.array(tr.data["label"], np.float64)
+    tags = np.array(tr.data["episode"])
+    mean = Y[seen].mean(0)
+    print(f"  the seen labels' mean: {rms(tr, np.tile(mean, (len(Y), 1)), held):.4f}")
+    mu, sd = X[seen].mean(0), X[seen].std(0) + 1e-3
+    Xn = (X - mu) / sd
+    for lam in (100.0, 1e3, 1e4):
+        W = np.linalg.solve(Xn[seen].T @ Xn[seen] + lam * np.eye(X.shape[1]), Xn[seen].T @ (Y[seen] - mean))
+        print(f"  ridge (lambda {lam:g}): seen {rms(tr, Xn @ W + mean, seen):.4f}, held out {rms(tr, Xn @ W + mean, held):.4f}")
+    S = Xn[:, :len(tr.data["state"][0])]
+    nearest = seen[np.argmin(((S[held][:, None, :] - S[seen][None]) ** 2).sum(-1), axis=1)]
+    P = Y.copy()
+    P[held] = Y[nearest]
+    print(f"  the nearest seen state's label: {rms(tr, P, held):.4f}")
+    follows = np.r_[False, np.all(tags[1:] == tags[:-1], axis=1)]  # a label with one before it, same episode
+    expert = np.intersect1d(held, np.flatnonzero(follows & (tags[:, 0] == 0)))
+    P = np.r_[Y[:1], Y[:-1]]
+    print(f"  the label before (round 0, {len(expert)} labels): {rms(tr, P, expert):.4f}; "
+          f"ridge on them: {rms(tr, Xn @ W + mean, expert):.4f}")
 
 
 def fit_variant(tr, name, keep) -> tuple[float, float]:
@@ -70,6 +105,9 @@ def main() -> None:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--eval-seconds", type=float, default=10.0)
     ap.add_argument("--no-eval", action="store_true", help="the fit's errors only (no simulation)")
+    ap.add_argument("--baselines-only", action="store_true", help="the simpler predictors only (no fit)")
+    ap.add_argument("--fractions", default="1",
+                    help="fit on these fractions of the seen episodes (a learning curve in data), e.g. 0.25,0.5,1")
     args = ap.parse_args()
     tr = DaggerTrainer.resume(args.run)
     tr.d.eval_seconds = args.eval_seconds
@@ -78,13 +116,21 @@ def main() -> None:
     seen = np.flatnonzero(tags[:, 1] != tags[:, 1].max())
     late = np.flatnonzero(tags[:, 0] > 0)
     print(f"{len(tags)} labels in {tr.round} rounds; held out {len(held)} (episode {tags[:, 1].max()} of each round)")
-    print("variant | fit s | last steps' error | seen | held out | held out, learner's rounds | alone s (each start) | joint error deg")
-    for name in args.variants.split(","):
-        secs, last = fit_variant(tr, name, seen)
-        e_seen, e_held = tr.label_error(seen), tr.label_error(held)
+    print("variant | seen episodes | fit s | last steps' error | seen | held out | held out, learner's rounds | "
+          "alone s (each start) | joint error deg")
+    baselines(tr, seen, held)
+    if args.baselines_only:
+        return
+    episodes = sorted({tuple(t) for t in tags[seen]})
+    order = np.random.default_rng(0).permutation(len(episodes))
+    for name, frac in itertools.product(args.variants.split(","), [float(f) for f in args.fractions.split(",")]):
+        some = {episodes[i] for i in order[:max(1, int(round(frac * len(episodes))))]}
+        sub = np.array([i for i in seen if tuple(tags[i]) in some])
+        secs, last = fit_variant(tr, name, sub)
+        e_seen, e_held = tr.label_error(sub), tr.label_error(held)
         e_late = tr.label_error(np.intersect1d(held, late))
-        row = f"{name} | {secs:.0f} | {last:.4f} | {e_seen:.4f} | {e_held:.4f} | {e_late:.4f}"
-        if not args.no_eval:
+        row = f"{name} | {len(some)} | {secs:.0f} | {last:.4f} | {e_seen:.4f} | {e_held:.4f} | {e_late:.4f}"
+        if not args.no_eval and frac == 1:
             fit_variant(tr, name, None)
             evals = tr._play([dict(seed=[tr.cfg.seed, 7, k], seconds=tr.d.eval_seconds, learner=True,
                                    velocity_noise=tr.d.velocity_noise if k else 0.0, start=0, label=False)
