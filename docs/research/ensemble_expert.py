@@ -34,6 +34,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fatigue-scale", type=float, default=1.0)
+    ap.add_argument("--lowpass", type=float, default=0.0, metavar="SECONDS",
+                    help="play the answer through a first-order low-pass of this time constant (a smoother "
+                         "action than the expert's, as a network fit to its labels would give)")
     ap.add_argument("--smooth", type=float, default=None,
                     help="the tracker's smooth weight on (a - a_prev)^2 (product: 10; fit_study.py's question)")
     args = ap.parse_args()
@@ -52,10 +55,13 @@ def main() -> None:
     for i in range(int(args.seconds * 120)):
         acts = np.array([p.act(sim, sim.state).activation for p in planners])
         spread.append(np.sqrt(acts.var(0).mean()))
+        a = acts.mean(0)
+        if last is not None and args.lowpass > 0:
+            a = last + (1.0 - np.exp(-sim.dt / args.lowpass)) * (a - last)
         if last is not None:
-            change.append(np.sqrt(((acts.mean(0) - last) ** 2).mean()))
-        last = acts.mean(0)
-        sim.step(MuscleCommand(acts.mean(0)))
+            change.append(np.sqrt(((a - last) ** 2).mean()))
+        last = a
+        sim.step(MuscleCommand(a))
         q = sim.physics.get_q()[0]
         errs.append(joint_errors_deg(rig, plan.space.diff(q, planners[0].reference(sim.steps)[0])))
         if sim.diverged_body() is not None or q[2] < FALL_ROOT_HEIGHT:
