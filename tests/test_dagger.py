@@ -196,6 +196,14 @@ def test_a_resumed_run_goes_on_as_if_it_had_not_stopped(tmp_path):
     new = np.flatnonzero(tags[:, 0] == 1)
     assert float(log[1]["new_label_err"]) == pytest.approx(one.label_error(new), rel=1e-4)
     assert one.label_error(new) != pytest.approx(whole.label_error(new), rel=1e-3)  # round 2's fit moved it
+    # labels saved past the checkpoint (stopped between the two files) are dropped on resume
+    import shutil
+
+    shutil.copy(tmp_path / "whole" / LABELS, tmp_path / "parts" / LABELS)
+    shutil.copy(tmp_path / "one" / "checkpoint.pt", tmp_path / "parts" / "checkpoint.pt")
+    again = DaggerTrainer.resume(tmp_path / "parts")
+    assert again.round == 1 and len(again.data["label"]) == 2 * 36
+    assert np.array_equal(np.array(again.data["label"]), np.array(whole.data["label"])[:72])
     # labels that do not belong to the checkpoint are refused by name
     from engine.errors import InputFileError
 

@@ -14,8 +14,8 @@ expert's activation makes (engine.muscle.pd_action_for_force), so the policy kee
 PD loop; for an "activation" policy as the activations themselves. The balance planner answers
 at a visited state as it would if it took over there: it plans from that state, on from its
 own last plan (`dagger.smooth`: its tracker's weight on the change of activation a step; the
-product's 10 ties each label to the one before, which the policy does not see). A round's episodes play in `workers` forked processes (the same labels as in
-one). New networks are fit on everything gathered (`fit_steps` per round): the force error in
+product's 10 ties each label to the one before, which the policy does not see). A round's
+episodes play in `workers` forked processes (the same labels as in one). New networks are fit on everything gathered (`fit_steps` per round): the force error in
 units of f0 (the activation error for an activation policy), one-sided where the expert leaves
 a muscle off (any action that does not pull is right), with `torque_weight` the joint-torque
 error those errors make through the moment arms, plus beta x the KL term (eq. 41). After each round the policy
@@ -30,8 +30,9 @@ Decisions are at 120 Hz (`period` 1): held for MuscleVAE's 20 Hz, the stand cont
 falls within 1.5 s (docs/research/policy_from_expert.md). Every round's checkpoint keeps the
 labels gathered so far (`labels.npz`: each with the round and episode that visited it), so a
 stopped run resumes (`DaggerTrainer.resume`, `sinew train --out RUN --resume`) as if it had not
-stopped, and a fit can be studied on a run's labels afterwards. The stand run takes about 12 minutes, the walk (configs/walk.toml) about
-an hour on two cores: a balance label costs ~0.2 s of one core (the planner's rollouts).
+stopped, and a fit can be studied on a run's labels afterwards. The stand run takes about 12
+minutes, the walk (configs/walk.toml) about an hour on two cores: a balance label costs ~0.2 s
+of one core (the planner's rollouts).
 """
 from __future__ import annotations
 
@@ -478,8 +479,8 @@ class DaggerTrainer:
                   task_iteration=0, seconds=self.seconds, vae=m.vae.state_dict(), best=self.best,
                   norm=dict(state_mean=m.state_mean, state_std=m.state_std, target_mean=m.target_mean,
                             target_std=m.target_std), last=self.last)
-        ck["gen"] = self.gen.get_state()
-        with atomic_path(self.out / LABELS) as tmp:  # first: a checkpoint never names labels it lacks
+        ck["gen"], ck["labels"] = self.gen.get_state(), len(self.data["label"])
+        with atomic_path(self.out / LABELS) as tmp:  # first: a checkpoint never counts labels it lacks
             np.savez(tmp, **_packed(self.data))
         with atomic_path(self.out / CHECKPOINT) as tmp:
             torch.save(ck, tmp)
@@ -510,11 +511,13 @@ class DaggerTrainer:
             raise InputFileError(labels, f"the run's labels cannot be read ({type(e).__name__}: {e}); "
                                  "train it again into a new --out") from None
         tr = cls(saved, run_dir)
-        n = int(data.pop("labels", -1))
-        if set(data) != set(tr.data) or any(len(v) != n for v in data.values()):
-            raise InputFileError(labels, f"holds {sorted(data)} (not {n} of each); this run's rounds "
-                                 f"need {sorted(tr.data)}: train it again into a new --out")
-        tr.data = {k: list(v) for k, v in data.items()}
+        n, kept = int(data.pop("labels", -1)), int(ck["labels"])
+        if set(data) != set(tr.data) or any(len(v) != n for v in data.values()) or n < kept:
+            raise InputFileError(labels, f"holds {sorted(data)} ({n} of each); this run's checkpoint needs "
+                                 f"{kept} of {sorted(tr.data)}: train it again into a new --out")
+        # labels only grow: those past the checkpoint's count (a run stopped between the two
+        # files) belong to a round the resumed run plays again
+        tr.data = {k: list(v[:kept]) for k, v in data.items()}
         m = tr.model
         m.vae.load_state_dict(ck["vae"])
         for k, v in ck["norm"].items():
