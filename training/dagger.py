@@ -511,7 +511,8 @@ class DaggerTrainer:
             raise InputFileError(labels, f"the run's labels cannot be read ({type(e).__name__}: {e}); "
                                  "train it again into a new --out") from None
         tr = cls(saved, run_dir)
-        n, kept = int(data.pop("labels", -1)), int(ck["labels"])
+        n = int(data.pop("labels", -1))
+        kept = int(ck.get("labels", n))  # an older checkpoint lacks the count
         if set(data) != set(tr.data) or any(len(v) != n for v in data.values()) or n < kept:
             raise InputFileError(labels, f"holds {sorted(data)} ({n} of each); this run's checkpoint needs "
                                  f"{kept} of {sorted(tr.data)}: train it again into a new --out")
