@@ -9,7 +9,8 @@ as the fit's) on the labels it saw and on the held-out ones, each with the mean 
 product's "track" mode plays; then, fit again on every label, how long its policy walks alone
 from the take's start (the run's evaluation: `eval_starts` starts, the first unperturbed).
 A variant changes the fit only: the latent noise of each fit step (sigma_prior's 0.3, or
-less), the steps, the policy network's width, the labels it weighs.
+less), the steps, the policy network's width, the torque term. First it sets simpler
+predictors beside them (`baselines`; `--baselines-only` stops there).
 """
 import argparse
 import itertools
@@ -21,8 +22,6 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-
-import torch  # noqa: E402
 
 from training.dagger import DaggerTrainer  # noqa: E402
 
