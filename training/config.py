@@ -65,8 +65,8 @@ class DaggerConfig:
     # (docs/research/label_noise.py); K times the cost a label
     planners: int = 1
     # expert "balance": the tracker's weight on (a - a_prev)^2 (CoordinationWeights.smooth; the
-    # product's 10). With it each label leans ten to one on the activation of the step before,
-    # which the policy does not see (docs/research/fit_study.py); 0 still walks
+    # product's 10): each label also leans on the activation before, which the policy does not
+    # see. 0 walks as well; its labels were not clearly easier to fit (policy_from_expert.md)
     smooth: float = 10.0
 
 

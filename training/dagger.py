@@ -13,10 +13,10 @@ the expert's answer there: for a policy whose action is MuscleVAE's PD target (c
 expert's activation makes (engine.muscle.pd_action_for_force), so the policy keeps its 120 Hz
 PD loop; for an "activation" policy as the activations themselves. The balance planner answers
 at a visited state as it would if it took over there: it plans from that state, on from its
-own last plan (`dagger.smooth`: its tracker's weight on the change of activation a step; the
-product's 10 ties each label to the one before, which the policy does not see). A round's
-episodes play in `workers` forked processes (the same labels as in one). New networks are fit on everything gathered (`fit_steps` per round): the force error in
-units of f0 (the activation error for an activation policy), one-sided where the expert leaves
+own last plan (`dagger.smooth`: its tracker's weight on the change of activation a step, the
+product's 10 by default). A round's episodes play in `workers` forked processes (the same
+labels as in one). New networks are fit on everything gathered (`fit_steps` per round): the
+force error in units of f0 (the activation error for an activation policy), one-sided where the expert leaves
 a muscle off (any action that does not pull is right), with `torque_weight` the joint-torque
 error those errors make through the moment arms, plus beta x the KL term (eq. 41). After each round the policy
 alone plays from the start (`eval_starts` times: unperturbed, then with the start noise) and

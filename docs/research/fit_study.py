@@ -49,7 +49,7 @@ def baselines(tr, seen, held) -> None:
     """What simpler predictors make of the held-out labels: the seen labels' mean, ridge
     regression on the policy's inputs (state and target), the label of the nearest seen state,
     and, on the expert's own episodes (round 0, where the label before is the activation it
-    played), the label of the step before (the tracker's smooth term ties each to it)."""
+    played), the label of the step before."""
     X = np.concatenate([np.array(tr.data["state"]), np.array(tr.data["target"])], 1).astype(np.float64)
     Y = np.array(tr.data["label"], np.float64)
     tags = np.array(tr.data["episode"])
