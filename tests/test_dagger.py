@@ -341,3 +341,18 @@ def test_balance_expert_of_several_planners_answers_their_mean(tmp_path):
     bad.write_text('base = "%s"\n[dagger]\nplanners = 2\n' % (REPO / "training/configs/stand.toml"))
     with pytest.raises(ParameterError, match="dagger.planners"):
         load_config(bad)
+
+
+def test_train_refuses_a_resume_without_a_run_and_a_new_run_over_one(tmp_path):
+    """`sinew train`: --resume into a folder with no checkpoint, or a new run into one that
+    holds a run, is refused by name before anything trains (DAgger or not)."""
+    cmd = [sys.executable, "-m", "training.commands", "train"]
+    out = subprocess.run(cmd + ["--out", str(tmp_path / "none"), "--resume"], cwd=REPO, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode != 0 and "'resume'" in out.stderr and "no checkpoint in" in out.stderr
+    (tmp_path / "held").mkdir()
+    (tmp_path / "held" / "checkpoint.pt").write_bytes(b"")
+    for config in ("walk", "tiny"):
+        out = subprocess.run(cmd + ["--config", config, "--out", str(tmp_path / "held")], cwd=REPO,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode != 0 and "already holds a run; use --resume" in out.stderr, config

@@ -103,17 +103,17 @@ def _train(args, stop) -> int:
 
     from .trainer import CHECKPOINT, Trainer
 
+    if args.resume and not (out / CHECKPOINT).is_file():
+        raise ParameterError("resume", f"no checkpoint in {out}; train it first")
+    if not args.resume and (out / CHECKPOINT).exists():
+        raise ParameterError("out", f"{out} already holds a run; use --resume or another --out")
     if (cfg is not None and cfg.dagger is not None) or (args.resume and _is_dagger_run(out)):
         return _train_dagger(args, cfg, out, stop)
     if args.resume:
-        if not (out / CHECKPOINT).is_file():
-            raise ParameterError("resume", f"no checkpoint in {out}; train it first")
         if cfg is not None and args.iterations is not None:
             cfg.iterations = args.iterations
         tr = Trainer.resume(out, cfg)
     else:
-        if (out / CHECKPOINT).exists():
-            raise ParameterError("out", f"{out} already holds a run; use --resume or another --out")
         tr = Trainer(cfg, out)
     if args.workers is not None:
         tr.cfg.workers = args.workers
@@ -137,26 +137,17 @@ def _train(args, stop) -> int:
 
 
 def _is_dagger_run(out) -> bool:
-    """Whether the checkpoint in `out` (if any) is a DAgger run's."""
-    from .trainer import CHECKPOINT, load_checkpoint
+    """Whether the checkpoint in `out` is a DAgger run's."""
+    from .trainer import load_checkpoint
 
-    return (out / CHECKPOINT).is_file() and bool(load_checkpoint(out)["config"].get("dagger"))
+    return bool(load_checkpoint(out)["config"].get("dagger"))
 
 
 def _train_dagger(args, cfg, out, stop) -> int:
     """A config with a [dagger] table: the policy taught by an expert controller (training/dagger.py)."""
-    from engine.errors import ParameterError
-
     from .dagger import CHECKPOINT, DaggerTrainer
 
-    if args.resume:
-        if not (out / CHECKPOINT).is_file():
-            raise ParameterError("resume", f"no checkpoint in {out}; train it first")
-        tr = DaggerTrainer.resume(out, cfg)
-    else:
-        if (out / CHECKPOINT).exists():
-            raise ParameterError("out", f"{out} already holds a run; use --resume or another --out")
-        tr = DaggerTrainer(cfg, out)
+    tr = DaggerTrainer.resume(out, cfg) if args.resume else DaggerTrainer(cfg, out)
     s = tr.train(args.iterations, stop=stop)
     _emit(s, args.json, [f"trained {s['rounds']} DAgger rounds in {s['seconds']:.1f} s -> {s['out']}",
                          f"{s['labels']} expert labels, RMS force error {s['force_err_f0']} f0; the policy alone "

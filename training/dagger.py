@@ -399,7 +399,7 @@ class DaggerTrainer:
         """One DAgger round: episodes, labels, a fit, the policy alone from the start."""
         d, t_start = self.d, time.perf_counter()
         beta = 1.0 if self.round == 0 else d.beta_decay ** self.round
-        jobs = [dict(seed=[self.cfg.seed, 5, self.round, k], seconds=d.episode_seconds, learner=self.round > 0,
+        jobs = [dict(seed=[self.cfg.seed, 5, self.round, k], episode=k, seconds=d.episode_seconds, learner=self.round > 0,
                      beta=beta, action_noise=d.action_noise if self.round == 0 else 0.0,
                      velocity_noise=d.velocity_noise, push=d.push_force > 0)
                 for k in range(d.episodes)]
@@ -511,11 +511,11 @@ class DaggerTrainer:
             raise InputFileError(labels, f"the run's labels cannot be read ({type(e).__name__}: {e}); "
                                  "train it again into a new --out") from None
         tr = cls(saved, run_dir)
-        n = int(data.pop("labels", -1))
-        kept = int(ck.get("labels", n))  # an older checkpoint lacks the count
-        if set(data) != set(tr.data) or any(len(v) != n for v in data.values()) or n < kept:
-            raise InputFileError(labels, f"holds {sorted(data)} ({n} of each); this run's checkpoint needs "
-                                 f"{kept} of {sorted(tr.data)}: train it again into a new --out")
+        counts = {len(v) for v in data.values()}
+        kept = int(ck.get("labels", min(counts, default=0)))  # the first such checkpoints lack it
+        if set(data) != set(tr.data) or len(counts) != 1 or min(counts) < kept:
+            raise InputFileError(labels, f"holds {sorted(data)} ({sorted(counts)} of each); this run's checkpoint "
+                                 f"needs {kept} of {sorted(tr.data)}: train it again into a new --out")
         # labels only grow: those past the checkpoint's count (a run stopped between the two
         # files) belong to a round the resumed run plays again
         tr.data = {k: list(v[:kept]) for k, v in data.items()}
@@ -532,7 +532,6 @@ def _packed(data: dict) -> dict:
     """The labels as arrays for labels.npz; the moment-arm matrices ("arms", 3/4 zeros: a
     muscle spans a few joints) as their entries where any label has one, and that mask."""
     out = {k: np.array(v) for k, v in data.items()}
-    out["labels"] = len(data["label"])
     if "arms" in out:
         mask = (out["arms"] != 0).any(axis=0)
         out["arms"], out["arms_mask"] = out["arms"][:, mask], mask
@@ -556,8 +555,8 @@ def _episode_here(tr: DaggerTrainer, job: dict) -> tuple[float, float]:
     """One episode of `job` (DaggerTrainer._play) on this process's trainer, labels appended
     to its data; (seconds stood, mean joint error in degrees)."""
     job = dict(job)
-    rng = np.random.default_rng(job["seed"])
-    tr.episode_tag = (tr.round, job.pop("seed")[-1])
+    rng = np.random.default_rng(job.pop("seed"))
+    tr.episode_tag = (tr.round, job.pop("episode", 0))
     learner = tr._learner() if job.pop("learner") else None
     t = tr.episode(rng, job.pop("seconds"), learner, **job)
     return t, tr.last_error_deg
