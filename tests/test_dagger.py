@@ -172,6 +172,17 @@ def test_a_resumed_run_goes_on_as_if_it_had_not_stopped(tmp_path):
     first = DaggerTrainer(load_config(cfg_path), tmp_path / "parts")
     first.train(1)
     del first
+    import csv
+
+    # a log written before the timing columns: the resumed run appends in the log's own columns
+    log_path = tmp_path / "parts" / "log.csv"
+    with open(log_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    with open(log_path, "w", newline="") as f:
+        old_columns = [c for c in rows[0] if c not in ("label_seconds", "fit_seconds")]
+        w = csv.DictWriter(f, old_columns, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
     resumed = DaggerTrainer.resume(tmp_path / "parts")
     assert resumed.round == 1 and len(resumed.data["label"]) == 2 * 36
     with np.load(tmp_path / "parts" / LABELS) as f:  # the moment arms kept where not all zero
@@ -184,11 +195,17 @@ def test_a_resumed_run_goes_on_as_if_it_had_not_stopped(tmp_path):
     assert sorted({tuple(t) for t in tags}) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     for a, b in zip(whole.model.vae.state_dict().values(), resumed.model.vae.state_dict().values()):
         assert torch.equal(a, b)
-    import csv
-
-    with open(tmp_path / "parts" / "log.csv", newline="") as f:
+    with open(log_path, newline="") as f:
         log = list(csv.DictReader(f))
     assert [r["round"] for r in log] == ["1", "2"] and log[0]["new_label_err"] == "nan"
+    assert list(log[1]) == old_columns and None not in log[1]
+    # a round's wall time: its labelling and its fit, within the round's own seconds
+    with open(tmp_path / "whole" / "log.csv", newline="") as f:
+        timed = list(csv.DictReader(f))
+    round_s = np.diff([0.0] + [float(r["seconds"]) for r in timed])
+    for r, s in zip(timed, round_s):
+        assert 0 < float(r["label_seconds"]) and 0 < float(r["fit_seconds"])
+        assert float(r["label_seconds"]) + float(r["fit_seconds"]) <= s + 0.2
     # round 2's log scores its new labels by round 1's networks, before they join the fit
     one = DaggerTrainer(load_config(cfg_path), tmp_path / "one")
     one.train(1)

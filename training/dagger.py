@@ -73,7 +73,8 @@ LABELS = "labels.npz"  # every label gathered, beside the checkpoint
 PLOT = "learning_curve.png"
 TORQUE_UNIT = 10.0  # N m: the joint-torque error's unit in the fit (config dagger.torque_weight)
 LOG_COLUMNS = ["round", "labels", "seconds", "beta", "episodes_stood_s", "new_label_err", "fit_loss", "force_err_f0",
-               "torque_err_nm", "eval_stood_s", "eval_min_s", "eval_seconds", "eval_error_deg"]
+               "torque_err_nm", "eval_stood_s", "eval_min_s", "eval_seconds", "eval_error_deg",
+               "label_seconds", "fit_seconds"]  # a round's wall time playing and labelling episodes, fitting
 
 
 def action_labels(sim, activation: np.ndarray, gains: PDGains) -> tuple[np.ndarray, np.ndarray]:
@@ -405,11 +406,13 @@ class DaggerTrainer:
                 for k in range(d.episodes)]
         n0 = len(self.data["label"])
         stood = [t for t, _ in self._play(jobs)]
+        t_fit = time.perf_counter()
         new = range(n0, len(self.data["label"]))
         new_err = self.label_error(new) if self.round > 0 and len(new) else float("nan")
         if self.round == 0:
             self._normalise()
         loss, err, torque = self.fit()
+        fit_seconds = time.perf_counter() - t_fit
         # the policy alone from the start, unperturbed and perturbed: the round's figure, the
         # mean time stood (not labelled: a minute of quiet standing would outweigh the episodes)
         evals = self._play([dict(seed=[self.cfg.seed, 7, k], seconds=d.eval_seconds, learner=True,
@@ -424,7 +427,8 @@ class DaggerTrainer:
                    fit_loss=round(loss, 6), force_err_f0=round(err, 5), torque_err_nm=round(torque, 3),
                    eval_stood_s=round(eval_stood, 2),
                    eval_min_s=round(min(t for t, _ in evals), 2), eval_seconds=d.eval_seconds,
-                   eval_error_deg=round(float(np.mean([e for _, e in evals])), 2))
+                   eval_error_deg=round(float(np.mean([e for _, e in evals])), 2),
+                   label_seconds=round(t_fit - t_start, 1), fit_seconds=round(fit_seconds, 1))
         self.last = row
         if eval_stood >= self.best.get("eval_stood_s", -1.0):
             self.best = dict(round=self.round, eval_stood_s=row["eval_stood_s"],
@@ -462,8 +466,12 @@ class DaggerTrainer:
     def _log(self, row: dict) -> None:
         path = self.out / LOG
         new = not path.exists() or self.round == 1
+        columns = LOG_COLUMNS
+        if not new:  # a resumed run's log keeps its own columns (older logs lack the newest)
+            with open(path, newline="") as f:
+                columns = next(csv.reader(f), None) or LOG_COLUMNS
         with open(path, "w" if new else "a", newline="") as f:
-            w = csv.DictWriter(f, LOG_COLUMNS)
+            w = csv.DictWriter(f, columns, extrasaction="ignore")
             if new:
                 w.writeheader()
             w.writerow(row)
