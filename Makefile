@@ -78,6 +78,7 @@ bench: $(STAMP) blender-envs extension
 	$(PY) benchmarks/blender_display.py --repeat 3
 	$(PY) benchmarks/blender_vs_cli.py --bpy $(BLENDER_ENVS)/bpy-$(BPY_FULL)
 	$(PY) benchmarks/long_take.py    # 10 min of the walk at fatigue scale 1: ~10-15 min wall
+	$(PY) benchmarks/training_throughput.py   # training: samples, updates, DAgger labels and fit steps a second
 
 # One Blender extension zip per platform into dist/, validated (runtime wheels cached in dist/wheels).
 extension: $(STAMP)

@@ -153,7 +153,11 @@ def test_tiny_dagger_train_export_policy_take(tmp_path, rig):
     held = f"{WALK}@0.5"
     take = simulate(rig, [(held, 0.2)], controller="policy", policy=pf)
     stood = simulate(rig, [(held, 0.2)], params=TrackingParams(residual=0.0))  # the stand controller's take
-    assert np.allclose(take.q[0], stood.q[0], atol=1e-9)  # both start balanced
+    # both start balanced, in the pose the stand controller solves for (stand.balanced_pose:
+    # Levenberg-Marquardt to 1e-10 of its cost, so inputs a last bit apart agree to ~1e-6),
+    # moved degrees away from the clip's held pose
+    assert np.allclose(take.q[0], stood.q[0], atol=1e-5)
+    assert stood.meta["stand"]["joints_moved_deg_max"] > 0.5
 
 
 def test_a_resumed_run_goes_on_as_if_it_had_not_stopped(tmp_path):
