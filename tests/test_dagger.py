@@ -139,6 +139,7 @@ def test_tiny_dagger_train_export_policy_take(tmp_path, rig):
     assert out.returncode == 0, out.stderr
     s = json.loads(out.stdout.strip().splitlines()[-1])
     assert s["rounds"] == 2 and s["labels"] == 2 * 2 * 60 and np.isfinite(s["force_err_f0"])
+    assert "DAgger round 1/2: 120 labels" in out.stderr and "DAgger round 2/2: 240 labels" in out.stderr  # a log's lines
     assert 0 < s["eval_stood_s"] <= 0.5 and (run / "learning_curve.png").stat().st_size > 1000
     out = subprocess.run(cmd + ["train", "--out", str(run), "--resume", "--json"], cwd=REPO,  # its rounds are done
                          capture_output=True, text=True, env=env, timeout=300)

@@ -39,6 +39,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -448,7 +449,16 @@ class DaggerTrainer:
                 bar.update(self.round)
                 self.save()
                 self.plot()
+                if not bar.enabled:  # written to a log, not a terminal: a line a round (rounds take minutes)
+                    print(self._round_line(total), file=sys.stderr, flush=True)
         return self.summary()
+
+    def _round_line(self, total: int) -> str:
+        r, b = self.last, self.best
+        return (f"DAgger round {r['round']}/{total}: {r['labels']} labels; the policy alone stood {r['eval_stood_s']} s "
+                f"of {r['eval_seconds']} (best {b.get('eval_stood_s')} s, round {b.get('round')}); "
+                f"{r['seconds']:.0f} s so far ({r['label_seconds']:.0f} s labelling, {r['fit_seconds']:.0f} s fitting "
+                "this round)")
 
     def _out_of_time(self) -> bool:
         """Whether another round, as long as the mean round so far, would end past max_seconds."""
