@@ -252,6 +252,23 @@ def test_an_episode_that_falls_keeps_no_labels_of_its_last_second(tmp_path):
     assert all(len(v) == len(tr.data["label"]) for v in tr.data.values())
 
 
+def test_a_round_whose_episodes_all_fall_at_once_stops_with_a_clear_error(tmp_path):
+    """Shoved with thousands of newtons the expert falls; with a fall margin as long as the
+    episode every label is dropped, and the round says so instead of fitting nothing."""
+    from engine.errors import SinewError
+    from training.config import load_config
+    from training.dagger import DaggerTrainer
+
+    cfg_path = tmp_path / "c.toml"
+    cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n'
+                        "[dagger]\nsnapshot_seconds = 0.0\nepisodes = 1\nepisode_seconds = 3.0\nfall_margin_seconds = 3.0\n"
+                        "push_force = 100000.0\nworkers = 1\n" % (REPO / "training/configs/stand.toml"))
+    tr = DaggerTrainer(load_config(cfg_path), tmp_path / "run")
+    with pytest.raises(SinewError, match="round 1: no labels.*fall_margin_seconds = 3.0"):
+        tr.step()
+    assert tr.round == 0 and not (tmp_path / "run" / "checkpoint.pt").exists()
+
+
 def test_pushed_episodes_shove_the_character_and_let_go(tmp_path):
     """push_force: each episode is shoved at the pelvis once; the force is gone when it ends."""
     from training.config import load_config

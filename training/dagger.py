@@ -408,6 +408,11 @@ class DaggerTrainer:
         n0 = len(self.data["label"])
         stood = [t for t, _ in self._play(jobs)]
         t_fit = time.perf_counter()
+        if not self.data["label"]:  # every episode fell at once: nothing to fit (the checkpoint before stays)
+            raise SinewError(f"DAgger round {self.round + 1}: no labels to fit: every episode fell within "
+                             f"dagger.fall_margin_seconds = {d.fall_margin_seconds} s of its start (labels that near "
+                             "a fall are dropped); check that the expert holds the clip (`sinew simulate` it), or "
+                             "shorten fall_margin_seconds")
         new = range(n0, len(self.data["label"]))
         new_err = self.label_error(new) if self.round > 0 and len(new) else float("nan")
         if self.round == 0:
