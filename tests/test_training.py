@@ -109,6 +109,26 @@ def test_resume_continues_identically(tmp_path):
                 assert x[k] == y[k] or (np.isnan(x[k]) and np.isnan(y[k])), (x["iteration"], k, x[k], y[k])
 
 
+def test_train_resume_reads_the_checkpoint_once(tmp_path, monkeypatch):
+    """`sinew train --resume` reads the run's checkpoint (which holds the replay buffer) once,
+    not once to tell a DAgger run apart and again to resume it."""
+    import argparse
+
+    import torch
+
+    from training.commands import cmd_train
+    from training.trainer import Trainer
+
+    run = tmp_path / "run"
+    Trainer(_tiny(workers=0, eval_every=0, iterations=1), run).train(1)
+    loads = []
+    real = torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **k: loads.append(a[0]) or real(*a, **k))
+    args = argparse.Namespace(config=None, out=str(run), resume=True, iterations=1, workers=None, json=False)
+    assert cmd_train(args) == 0
+    assert len(loads) == 1, loads
+
+
 def test_checkpoint_refuses_other_files(tmp_path):
     from engine.errors import InputFileError
     from training.trainer import load_checkpoint

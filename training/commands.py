@@ -101,18 +101,19 @@ def _train(args, stop) -> int:
     out = check_out_dir(Path(args.out) if args.out else Path("runs") / (cfg.name if cfg else "run"))
     import torch  # noqa: F401  (only this command and export-policy import torch)
 
-    from .trainer import CHECKPOINT, Trainer
+    from .trainer import CHECKPOINT, Trainer, load_checkpoint
 
     if args.resume and not (out / CHECKPOINT).is_file():
         raise ParameterError("resume", f"no checkpoint in {out}; train it first")
     if not args.resume and (out / CHECKPOINT).exists():
         raise ParameterError("out", f"{out} already holds a run; use --resume or another --out")
-    if (cfg is not None and cfg.dagger is not None) or (args.resume and _is_dagger_run(out)):
-        return _train_dagger(args, cfg, out, stop)
+    ck = load_checkpoint(out) if args.resume else None  # read once (a model-based run's holds its replay buffer)
+    if (cfg is not None and cfg.dagger is not None) or (ck is not None and ck["config"].get("dagger")):
+        return _train_dagger(args, cfg, out, stop, ck)
     if args.resume:
         if cfg is not None and args.iterations is not None:
             cfg.iterations = args.iterations
-        tr = Trainer.resume(out, cfg)
+        tr = Trainer.resume(out, cfg, checkpoint=ck)
     else:
         tr = Trainer(cfg, out)
     if args.workers is not None:
@@ -136,18 +137,12 @@ def _train(args, stop) -> int:
     return 0
 
 
-def _is_dagger_run(out) -> bool:
-    """Whether the checkpoint in `out` is a DAgger run's."""
-    from .trainer import load_checkpoint
-
-    return bool(load_checkpoint(out)["config"].get("dagger"))
-
-
-def _train_dagger(args, cfg, out, stop) -> int:
-    """A config with a [dagger] table: the policy taught by an expert controller (training/dagger.py)."""
+def _train_dagger(args, cfg, out, stop, checkpoint=None) -> int:
+    """A config with a [dagger] table: the policy taught by an expert controller (training/dagger.py);
+    `checkpoint`, the run's checkpoint when resuming (already read)."""
     from .dagger import CHECKPOINT, DaggerTrainer
 
-    tr = DaggerTrainer.resume(out, cfg) if args.resume else DaggerTrainer(cfg, out)
+    tr = DaggerTrainer.resume(out, cfg, checkpoint) if args.resume else DaggerTrainer(cfg, out)
     s = tr.train(args.iterations, stop=stop)
     _emit(s, args.json, [f"trained {s['rounds']} DAgger rounds in {s['seconds']:.1f} s -> {s['out']}",
                          f"{s['labels']} expert labels, RMS force error {s['force_err_f0']} f0; the policy alone "

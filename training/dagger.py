@@ -510,15 +510,16 @@ class DaggerTrainer:
         return self.out / CHECKPOINT
 
     @classmethod
-    def resume(cls, run_dir, cfg=None) -> "DaggerTrainer":
+    def resume(cls, run_dir, cfg=None, checkpoint: dict | None = None) -> "DaggerTrainer":
         """The run in `run_dir` as its last checkpoint left it: its config (of `cfg` only the
         schedule: rounds, workers, max_seconds), networks, best round, log and labels; the
-        rounds it plays next are those it would have played had it not stopped."""
+        rounds it plays next are those it would have played had it not stopped. `checkpoint`:
+        the run's checkpoint already read by load_checkpoint (not read again)."""
         from .config import config_from_dict
         from .trainer import load_checkpoint
 
         run_dir = Path(run_dir)
-        ck = load_checkpoint(run_dir)
+        ck = load_checkpoint(run_dir) if checkpoint is None else checkpoint
         saved = config_from_dict(ck["config"])
         if saved.dagger is None:
             raise ParameterError("resume", f"{run_dir}: not a DAgger run (its config has no [dagger] table)")

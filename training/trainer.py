@@ -458,8 +458,11 @@ class Trainer:
         return self.out / CHECKPOINT
 
     @classmethod
-    def resume(cls, run_dir, cfg: TrainConfig | None = None, truncate_log: bool = True) -> "Trainer":
-        ck = load_checkpoint(run_dir)
+    def resume(cls, run_dir, cfg: TrainConfig | None = None, truncate_log: bool = True,
+               checkpoint: dict | None = None) -> "Trainer":
+        """The run in `run_dir` as its checkpoint left it (`checkpoint`: that file already read
+        by load_checkpoint, so a large replay buffer is not read twice)."""
+        ck = load_checkpoint(run_dir) if checkpoint is None else checkpoint
         saved = config_from_dict(ck["config"])
         if cfg is not None:  # only the schedule may change on resume
             for k in ("iterations", "checkpoint_every", "eval_every", "workers", "max_seconds"):
