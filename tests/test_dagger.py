@@ -32,6 +32,46 @@ def _moving_walk_state(rig, k=60):
     return sim, rng
 
 
+def test_packed_moment_arms_give_the_dense_products(rig):
+    """A label keeps its moment arms (A^T f0, nv x M) only where a muscle spans a joint
+    (ArmPattern); the tracker's A at two walk states is round-off elsewhere and non-zero
+    throughout the pattern, the fit's generalised force through the packed arms equals the
+    dense product, and a labels file of the earlier packing (the entries non-zero in any
+    label) reads back into the same arrays; another rig's arms are refused."""
+    from engine.control.plan import MotionPlan, load_clip
+    from engine.control.tracking import TrackingController
+    from training.dagger import ArmPattern, _packed, _unpacked
+
+    sim, rng = _moving_walk_state(rig)
+    ref, name = load_clip(rig, WALK)
+    ctl = TrackingController(sim, MotionPlan(rig, [(ref, 1.0, name)]))
+    arms = [ctl.muscle_terms(sim, sim.state)[2].T * rig.muscle_f0[None, :]]
+    sim.physics.set_q(ref.q[20], ref.qvel[20])  # a second pose, the other foot down
+    sim.state = sim.physics.body_state()
+    arms.append(ctl.muscle_terms(sim, sim.state)[2].T * rig.muscle_f0[None, :])
+    pat = ArmPattern(rig)
+    assert 0.03 < pat.mask.mean() < 0.15 and not pat.mask[:6].any()  # no muscle moves the root
+    for A in arms:
+        assert np.abs(A[~pat.mask]).max() < 1e-12 * np.abs(A).max() and np.all(A[pat.mask] != 0)
+    e = torch.as_tensor(rng.standard_normal((2, rig.num_muscles)), dtype=torch.float32)
+    packed = torch.as_tensor(np.array([pat.pack(A) for A in arms]))
+    dense = torch.einsum("bnm,bm->bn", torch.as_tensor(np.array(arms), dtype=torch.float32), e)
+    assert torch.allclose(pat.apply(packed, e), dense, rtol=1e-5, atol=1e-5 * float(dense.abs().max()))
+    # the earlier files' packing: the entries non-zero in any label (round-off ones too), and that mask
+    full = np.array(arms, np.float32)
+    old_mask = (full != 0).any(axis=0)
+    assert old_mask.sum() > 2 * pat.mask.sum()
+    back = _unpacked(dict(arms=full[:, old_mask], arms_mask=old_mask), pat)["arms"]
+    assert np.array_equal(back, packed.numpy())
+    now = _packed(dict(arms=list(packed.numpy())), pat)
+    assert np.array_equal(now["arms_mask"], pat.mask) and np.array_equal(_unpacked(dict(now), pat)["arms"], packed.numpy())
+    every = np.ones_like(pat.mask)  # another rig's arms: large where this rig's muscles span no joint
+    with pytest.raises(ValueError, match="span no joint"):
+        _unpacked(dict(arms=rng.standard_normal((2, every.size)).astype(np.float32), arms_mask=every), pat)
+    with pytest.raises(ValueError, match="this rig's are"):
+        _unpacked(dict(arms=np.zeros((2, 3), np.float32), arms_mask=np.ones((3, 1), bool)), pat)
+
+
 def test_action_labels_reproduce_the_experts_activations(rig):
     """The PD action labelled for an activation makes the engine's PD muscle step (eq. 4, 5, 11)
     produce exactly that activation's step: the same activations after the 3CC-r clip, forces
@@ -190,8 +230,9 @@ def test_a_resumed_run_goes_on_as_if_it_had_not_stopped(tmp_path):
         w.writerows(rows)
     resumed = DaggerTrainer.resume(tmp_path / "parts")
     assert resumed.round == 1 and len(resumed.data["label"]) == 2 * 36
-    with np.load(tmp_path / "parts" / LABELS) as f:  # the moment arms kept where not all zero
+    with np.load(tmp_path / "parts" / LABELS) as f:  # the moment arms kept where they can be non-zero
         assert 0 < f["arms"].shape[1] == f["arms_mask"].sum() < 0.5 * f["arms_mask"].size
+        assert np.array_equal(f["arms_mask"], resumed.arms.mask)
     resumed.train()
     assert resumed.round == 2 and resumed.summary()["labels"] == whole.summary()["labels"] == 4 * 36
     for k, v in whole.data.items():
@@ -327,7 +368,7 @@ def test_balance_expert_episodes_are_the_same_in_forked_workers(tmp_path):
     assert len(data["label"]) == 24 and data["on"].any()
     # the walk config's policy outputs activations: the labels are the expert's, in [0, 1]
     assert tr.cfg.action == "activation" and data["label"].min() >= 0 and data["label"].max() <= 1
-    assert np.array_equal(data["on"], data["label"] > 1e-6) and data["arms"].shape == (24, tr.rig.num_dofs, tr.rig.num_muscles)
+    assert np.array_equal(data["on"], data["label"] > 1e-6) and data["arms"].shape == (24, tr.arms.mask.sum())
     for k, v in tr.data.items():
         assert np.array_equal(np.array(v), data[k]), k
     # an episode's worker killed from outside ends the round with an error naming it, not a hang

@@ -160,6 +160,7 @@ class DaggerTrainer:
         self.episode_tag = (0, 0)  # (round, episode) of the episode being played: each label's "episode"
         self.data = {k: [] for k in ("state", "target", "label", "on", "episode")
                      + (("arms",) if self.d.torque_weight else ())}
+        self.arms = ArmPattern(rig)  # each label's moment arms kept as their possible non-zeros
 
         ref, name = load_clip(rig, cfg.clips[0])
         longest = max(self.d.episode_seconds, self.d.eval_seconds) + self.d.snapshot_seconds
@@ -297,7 +298,7 @@ class DaggerTrainer:
             # a PD action's force error (units of the model's f0), A^T f0 f_l f_v for an activation's
             flfv, _, A, _ = self.expert.muscle_terms(self.sim, s)
             per_unit = self.rig.muscle_f0 * flfv if self.cfg.action == "activation" else self.rig.model_f0
-            self.data["arms"].append((A.T * per_unit[None, :]).astype(np.float32))
+            self.data["arms"].append(self.arms.pack(A.T * per_unit[None, :]))
 
     # ---- the fit ----------------------------------------------------------------------------------
     def _normalise(self) -> None:
@@ -338,7 +339,7 @@ class DaggerTrainer:
             kl = ((off ** 2).sum(-1) / (2 * cfg.sigma_prior ** 2)).mean()  # eq. 41
             loss = err + cfg.beta * kl
             if arms is not None:  # the generalised-force error the force errors make (units of TORQUE_UNIT)
-                torque = (torch.einsum("bnm,bm->bn", arms[i], e) ** 2).mean() / TORQUE_UNIT ** 2
+                torque = (self.arms.apply(arms[i], e) ** 2).mean() / TORQUE_UNIT ** 2
                 loss = loss + d.torque_weight * torque
             opt.zero_grad()
             loss.backward()
@@ -504,7 +505,7 @@ class DaggerTrainer:
                             target_std=m.target_std), last=self.last)
         ck["gen"], ck["labels"] = self.gen.get_state(), len(self.data["label"])
         with atomic_path(self.out / LABELS) as tmp:  # first: a checkpoint never counts labels it lacks
-            np.savez(tmp, **_packed(self.data))
+            np.savez(tmp, **_packed(self.data, self.arms))
         with atomic_path(self.out / CHECKPOINT) as tmp:
             torch.save(ck, tmp)
         return self.out / CHECKPOINT
@@ -528,9 +529,9 @@ class DaggerTrainer:
             if cfg.dagger is not None:
                 saved.dagger.rounds, saved.dagger.workers = cfg.dagger.rounds, cfg.dagger.workers
         labels = run_dir / LABELS
-        try:
+        try:  # before the trainer, whose start-up take may run for minutes
             with np.load(labels) as f:
-                data = _unpacked({k: f[k] for k in f.files})
+                data = _unpacked({k: f[k] for k in f.files}, ArmPattern(load_rig(saved.rig)))
         except (OSError, ValueError, KeyError, IndexError) as e:
             raise InputFileError(labels, f"the run's labels cannot be read ({type(e).__name__}: {e}); "
                                  "train it again into a new --out") from None
@@ -552,23 +553,62 @@ class DaggerTrainer:
         return tr
 
 
-def _packed(data: dict) -> dict:
-    """The labels as arrays for labels.npz; the moment-arm matrices ("arms", 3/4 zeros: a
-    muscle spans a few joints) as their entries where any label has one, and that mask."""
+class ArmPattern:
+    """Where a label's moment arms (A^T f0, nv x M) are not zero: DOF n changes muscle m's length
+    only when m spans n's joint, some of its waypoints on bodies that joint moves and some on
+    bodies it does not. Elsewhere the muscle turns rigidly with the joint (or not at all) and
+    its arm is zero up to round-off (the tracker's A: below 1e-12 of its largest entries; the
+    root's six rows too, a muscle being a force inside the body). For the MASS rig 7 % of the
+    entries, so each label keeps those alone (`pack`), and the fit multiplies them as they are
+    (`apply`)."""
+
+    def __init__(self, rig):
+        touches = np.zeros((rig.num_bodies, rig.num_muscles), np.int64)  # body b carries a waypoint of m
+        for k in range(rig.wp_body.shape[1]):
+            touches[rig.wp_body[:, k], rig.wp_muscle] = 1
+        moved = rig.subtree.astype(np.int64)
+        spans = ((moved @ touches) > 0) & (((1 - moved) @ touches) > 0)  # joint j: waypoints on both sides
+        self.mask = spans[np.repeat(np.arange(rig.num_bodies), rig.joint_dofs)]  # (nv, M)
+        n, m = np.nonzero(self.mask)
+        self.n, self.m = torch.as_tensor(n), torch.as_tensor(m)
+
+    def pack(self, arms: np.ndarray) -> np.ndarray:
+        """(nv, M) -> its entries inside the pattern, float32."""
+        return arms[self.mask].astype(np.float32)
+
+    def apply(self, packed: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+        """The generalised forces (B, nv) that errors e (B, M) make through packed arms (B, K):
+        sum over m of arms[b, n, m] e[b, m]."""
+        out = torch.zeros(len(e), self.mask.shape[0], dtype=e.dtype, device=e.device)
+        return out.index_add(1, self.n, packed * e[:, self.m])
+
+
+def _packed(data: dict, pattern: ArmPattern) -> dict:
+    """The labels as arrays for labels.npz; the moment arms ("arms") as kept, with their
+    pattern ("arms_mask"), so a file reads back whatever pattern wrote it."""
     out = {k: np.array(v) for k, v in data.items()}
     if "arms" in out:
-        mask = (out["arms"] != 0).any(axis=0)
-        out["arms"], out["arms_mask"] = out["arms"][:, mask], mask
+        out["arms_mask"] = pattern.mask
     return out
 
 
-def _unpacked(arrays: dict) -> dict:
-    """labels.npz's arrays as the labels they were (_packed undone)."""
+def _unpacked(arrays: dict, pattern: ArmPattern) -> dict:
+    """labels.npz's arrays as the labels they were (_packed undone), the moment arms in this
+    rig's pattern. Files written before it kept the entries non-zero in any label: those
+    outside the pattern are round-off and dropped; larger ones mean another rig's labels,
+    refused (ValueError)."""
     if "arms_mask" in arrays:
-        mask = arrays.pop("arms_mask")
-        full = np.zeros((len(arrays["arms"]),) + mask.shape, np.float32)
-        full[:, mask] = arrays["arms"]
-        arrays["arms"] = full
+        mask, arms = arrays.pop("arms_mask"), arrays["arms"]
+        if mask.shape != pattern.mask.shape:
+            raise ValueError(f"moment arms of shape {mask.shape}, this rig's are {pattern.mask.shape}")
+        if not np.array_equal(mask, pattern.mask):
+            keep = pattern.mask[mask]  # the file's entries inside the pattern
+            stray = np.abs(arms[:, ~keep]).max(initial=0.0)
+            if stray > 1e-9 * max(np.abs(arms).max(initial=0.0), 1e-300):
+                raise ValueError(f"moment arms up to {stray:.3g} where this rig's muscles span no joint")
+            full = np.zeros((len(arms), int(pattern.mask.sum())), np.float32)
+            full[:, np.flatnonzero(mask[pattern.mask])] = arms[:, keep]
+            arrays["arms"] = full
     return arrays
 
 

@@ -7,7 +7,7 @@ import time
 import torch
 
 from training.config import load_config
-from training.dagger import _model, activation_error, TORQUE_UNIT
+from training.dagger import ArmPattern, _model, activation_error, TORQUE_UNIT
 from training.networks import VAE
 
 cfg = load_config(sys.argv[1])
@@ -21,7 +21,10 @@ for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
     T = torch.randn(N, m.T, device=device)
     Y = torch.rand(N, m.M, device=device)
     on = Y > 0.1
-    arms = torch.randn(N, 56, m.M, device=device) * 0.01
+    pattern = ArmPattern(m.rig)  # the labels' moment arms as the fit keeps them
+    arms = torch.randn(N, int(pattern.mask.sum()), device=device) * 0.01
+    if device != "cpu":
+        pattern.n, pattern.m = pattern.n.to(device), pattern.m.to(device)
     def step():
         i = torch.randint(0, N, (B,), generator=g, device=device)
         sn = X[i]
@@ -30,7 +33,7 @@ for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
         z = mu_p + off + 0.3 * torch.randn(mu_p.shape, generator=g, device=device)
         a = vae.policy(torch.cat([sn, z], -1))
         e = activation_error(a, Y[i], on[i])
-        torque = (torch.einsum("bnm,bm->bn", arms[i], e) ** 2).mean() / TORQUE_UNIT ** 2
+        torque = (pattern.apply(arms[i], e) ** 2).mean() / TORQUE_UNIT ** 2
         loss = (e ** 2).mean() + 0.01 * ((off ** 2).sum(-1)).mean() + 0.1 * torque
         opt.zero_grad()
         loss.backward()
