@@ -529,9 +529,10 @@ class DaggerTrainer:
             if cfg.dagger is not None:
                 saved.dagger.rounds, saved.dagger.workers = cfg.dagger.rounds, cfg.dagger.workers
         labels = run_dir / LABELS
+        pattern = ArmPattern(load_rig(saved.rig))  # a rig that cannot be read says so itself
         try:  # before the trainer, whose start-up take may run for minutes
             with np.load(labels) as f:
-                data = _unpacked({k: f[k] for k in f.files}, ArmPattern(load_rig(saved.rig)))
+                data = _unpacked({k: f[k] for k in f.files}, pattern)
         except (OSError, ValueError, KeyError, IndexError) as e:
             raise InputFileError(labels, f"the run's labels cannot be read ({type(e).__name__}: {e}); "
                                  "train it again into a new --out") from None
@@ -579,8 +580,9 @@ class ArmPattern:
     def apply(self, packed: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
         """The generalised forces (B, nv) that errors e (B, M) make through packed arms (B, K):
         sum over m of arms[b, n, m] e[b, m]."""
+        n, m = self.n.to(e.device), self.m.to(e.device)  # the same tensors on the CPU
         out = torch.zeros(len(e), self.mask.shape[0], dtype=e.dtype, device=e.device)
-        return out.index_add(1, self.n, packed * e[:, self.m])
+        return out.index_add(1, n, packed * e[:, m])
 
 
 def _packed(data: dict, pattern: ArmPattern) -> dict:

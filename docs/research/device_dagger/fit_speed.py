@@ -23,8 +23,6 @@ for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
     on = Y > 0.1
     pattern = ArmPattern(m.rig)  # the labels' moment arms as the fit keeps them
     arms = torch.randn(N, int(pattern.mask.sum()), device=device) * 0.01
-    if device != "cpu":
-        pattern.n, pattern.m = pattern.n.to(device), pattern.m.to(device)
     def step():
         i = torch.randint(0, N, (B,), generator=g, device=device)
         sn = X[i]
