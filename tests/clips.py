@@ -25,12 +25,16 @@ except ImportError:
     from bl_ext.user_default.sinew.engine.transforms import MIRROR_X, quat_conjugate, quat_multiply, quat_slerp
 
 MOTION_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "mass" / "motion"
+MOCAP_DIR = MOTION_DIR.parents[1] / "mocap"  # real captures from outside MASS (SOURCES.md there)
+# The MASS clips: walk and run are cycles; the others are real motion that starts moving at once
+# (several open near a T- or A-pose: a kick and a dance with the arms out).
+MASS_CLIPS = ("walk", "run", "dance", "kick", "balance", "backflip", "cart", "pirouette")
 NAME_STYLES = ("mass", "mixamo", "cmu")
 A_POSE_DEG = 45.0  # upper arms this far below horizontal
 
 
 def bundled(clip: str = "walk") -> SourceMotion:
-    """walk or run from reference/mass/motion (120 fps, Character1_* names)."""
+    """A clip of reference/mass/motion (MASS_CLIPS; 120 fps, Character1_* names)."""
     return read_bvh(MOTION_DIR / f"{clip}.bvh")
 
 
@@ -142,6 +146,19 @@ def insert_pose(m: SourceMotion, kind: str = "T", frames: int = 1, ease: int = 0
     if local is not None:
         local = np.concatenate([np.repeat(local[:1], frames + ease, 0), local])
     return SourceMotion(m.skeleton, np.concatenate(R), np.concatenate(T), m.frame_time, local)
+
+
+def reverse(m: SourceMotion) -> SourceMotion:
+    """The clip played backwards."""
+    local = None if m.local_translations is None else m.local_translations[::-1]
+    return SourceMotion(m.skeleton, m.rotations[::-1], m.root_translation[::-1], m.frame_time, local)
+
+
+def start_at(m: SourceMotion, phase: float) -> SourceMotion:
+    """The clip from `phase` (0..1) of its length on: a capture that starts mid-motion."""
+    k = int(round(phase * (m.num_frames - 1)))
+    local = None if m.local_translations is None else m.local_translations[k:]
+    return SourceMotion(m.skeleton, m.rotations[k:], m.root_translation[k:], m.frame_time, local)
 
 
 def retime(m: SourceMotion, tempo: float) -> SourceMotion:

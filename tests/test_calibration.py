@@ -64,13 +64,14 @@ def test_no_calibration_in_longer_clips_without_one(rig, kw):
     assert _found(rig, clips.variant(**kw)).frames == 0
 
 
-@pytest.mark.parametrize("pose,frames,ease", [("T", 1, 8), ("T", 10, 30), ("A", 1, 30), ("A", 10, 8)])
+@pytest.mark.parametrize("pose,frames,ease", [("T", 15, 8), ("T", 40, 30), ("A", 15, 30), ("A", 40, 8)])
 @pytest.mark.parametrize("kw", [dict(clip=c, names="cmu", fps=f, cycles=4, mirrored=m)
                                 for c, f, m in itertools.product(("walk", "run"), (None, 30), (False, True))], ids=_ids)
 def test_a_pose_easing_into_the_motion_is_found(rig, kw, pose, frames, ease):
-    """No jump: the pose is held, then eases into the first motion frame over `ease`
-    frames. The held frames and the easing up to where it nears the motion go; the
-    rest of the easing stays (it joins the motion smoothly)."""
+    """No jump: the pose is held (at least 0.1 s: an easing is no evidence by itself), then
+    eases into the first motion frame over `ease` frames. The held frames and the easing up
+    to where it nears the motion go; the rest of the easing stays (it joins the motion
+    smoothly)."""
     cal = _found(rig, clips.variant(**kw, pose=pose, pose_frames=frames, ease=ease))
     assert cal.eased and frames <= cal.frames <= frames + ease and cal.pose == f"{pose}-pose"
     line = describe(cal.meta(skipped=True))
@@ -115,11 +116,59 @@ def test_fast_motion_is_not_a_calibration(rig):
 
 def test_detection_alone_on_all_bones_and_skip_frames():
     m = clips.variant("walk", names="cmu", fps=60, pose="T", pose_frames=10)
-    cal = detect_calibration(m)  # every bone, no arms given: found, but not named
-    assert cal.frames == 10 and cal.pose == "pose"
+    assert detect_calibration(m).frames == 0  # without arms and legs no pose is a calibration pose
+    idx = m.skeleton.index
+    arms = [(idx(f"{s}Arm"), idx(f"{s}ForeArm")) for s in ("Right", "Left")]
+    legs = [(idx(f"{s}UpLeg"), idx(f"{s}Leg"), idx(f"{s}Foot")) for s in ("Right", "Left")]
+    cal = detect_calibration(m, arms=arms, legs=legs)  # every bone compared
+    assert cal.frames == 10 and cal.pose == "T-pose"
     assert cal.meta(skipped=True)["frames"] == 10 and detect_calibration(clips.bundled()).meta(True) is None
     rest = skip_frames(m, cal.frames)
     assert rest.num_frames == m.num_frames - 10 and np.array_equal(rest.rotations, m.rotations[10:])
+
+
+# ---- real motion that starts moving is never cut (issue 44) --------------------------------
+def _transformed(m, how):
+    return {"as read": lambda: m, "mirrored": lambda: clips.mirror(m), "reversed": lambda: clips.reverse(m),
+            "slower": lambda: clips.retime(m, 0.8), "brisker": lambda: clips.retime(m, 1.25),
+            "30 fps": lambda: clips.resample(m, 30)}[how]()
+
+
+@pytest.mark.parametrize("how", ["as read", "mirrored", "reversed", "slower", "brisker", "30 fps"])
+@pytest.mark.parametrize("clip", clips.MASS_CLIPS)
+def test_real_clips_that_start_moving_are_never_cut(rig, clip, how):
+    """The MASS kick, dance, balance and backflip open in motion with the arms out near an A-
+    or T-pose (or slowly, on one leg): real motion, not a calibration. Before issue 44 the
+    detector cut 0.7-1.5 s of each (a kick lost its kick)."""
+    assert _found(rig, _transformed(clips.bundled(clip), how)).frames == 0
+
+
+@pytest.mark.parametrize("clip", ["walk", "run"])
+def test_cycles_started_at_any_phase_are_never_cut_and_a_pose_put_before_them_is(rig, clip):
+    m = clips.loop(clips.bundled(clip), 2)
+    for phase in np.linspace(0.0, 0.5, 11):
+        part = clips.start_at(m, phase)
+        assert _found(rig, part).frames == 0, phase
+        assert _found(rig, clips.insert_pose(part, "T", 1)).frames == 1, phase
+        cal = _found(rig, clips.insert_pose(part, "A", 20))
+        assert cal.frames == 20 and cal.pose == "A-pose", phase
+
+
+@pytest.mark.parametrize("clip", ["kick", "dance", "backflip"])
+def test_a_pose_put_before_real_motion_is_found_and_only_it(rig, clip):
+    m = clips.bundled(clip)
+    for pose, frames in (("T", 1), ("T", 30), ("A", 30)):
+        cal = _found(rig, clips.insert_pose(m, pose, frames))
+        assert cal.frames == frames and cal.pose == f"{pose}-pose", (pose, frames)
+
+
+@pytest.mark.parametrize("name", ["cmu_07_01_walk.bvh", "cmu_009_09_01.bvh"])
+def test_real_captures_lose_their_made_up_t_pose_frame_only(rig, name):
+    """The CMU conversions put a T-pose on frame 0 (SOURCES.md); the capture starts at frame 1."""
+    m = read_bvh(clips.MOCAP_DIR / name)
+    cal = _found(rig, m)
+    assert cal.frames == 1 and cal.pose == "T-pose"
+    assert _found(rig, clips.mirror(m)).frames == 1 and _found(rig, clips.resample(m, 30)).frames == 1
 
 
 # ---- retargeting skips it -----------------------------------------------------------------

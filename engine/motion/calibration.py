@@ -1,25 +1,30 @@
 """Calibration poses at the start of mocap clips: found, and skipped unless kept.
 
 Motion capture often opens with the actor (or the solver) holding a T- or A-pose for one
-frame or a few, then cuts straight to the motion. Tracked as it is, that opening is a
-jump the body cannot make. Such a leading run of frames shows two things at any frame
-rate, under any bone names:
+frame or a few, then cutting or easing into the motion. Tracked as it is, that opening is a
+jump the body cannot make, or seconds of a pose nobody asked for. Real motion also often
+starts near such a pose (a kick or a dance opening with the arms out), so a start is skipped
+only where it is all of these, judged on the mapped bones at any frame rate:
 
-- a jump: the pose change into the first motion frame is at least JUMP_MIN_DEG and
-  JUMP_FACTOR times the clip's ordinary frame-to-frame change (its 90th percentile after
-  the cut), and
-- distance: no frame of the motion after the cut comes back near the skipped poses (the
-  nearest is at least FAR_SHARE of the jump away), so the cut is not a fast move.
-
-A T- or A-pose that eases into the motion instead (no jump) is found by its first frame
-alone: far from the whole second half of the clip; the frames up to where the easing
-comes near the motion are skipped (_ease_rule).
+- a calibration pose on every skipped frame: both upper arms within T_POSE_DEG of
+  horizontal (T-pose) or A_POSE_DEG and less below it (A-pose), and both knees straight
+  (thigh and shank within STRAIGHT_KNEE_DEG of one line);
+- held: every skipped frame within STILL_DEG of the run's first pose (marker jitter passes,
+  motion does not), for at least HOLD_S before an easing (a single frame counts only when a
+  jump follows it: a pose the body cannot leave that fast);
+- followed by a cut or an easing into motion the clip never comes back to:
+  - jump: the pose change into the first motion frame is at least JUMP_MIN_DEG and
+    JUMP_FACTOR times the clip's ordinary frame-to-frame change (its 90th percentile after
+    the cut), and no frame of the motion after the cut comes back near the skipped poses
+    (the nearest is at least FAR_SHARE of the jump away), so the cut is not a fast move;
+  - easing (no jump): the held pose is far from every frame of the clip's second half (at
+    least max(JUMP_MIN_DEG, JUMP_FACTOR x ordinary)); the frames up to where the easing
+    comes within half that of the motion are skipped.
 
 Pose change is the root-mean-square over the bones of each bone's local rotation angle
 (2 acos |<q_a, q_b>|). The cut is searched in the first MAX_SECONDS, leaving at least
-MIN_MOTION_S and MIN_MOTION_FRAMES of motion; the last qualifying cut wins (a T-pose then an A-pose both go). The skipped
-pose is named from its upper arms: T-pose (both within 25 deg of horizontal), A-pose
-(both 25-65 deg below), else "pose".
+MIN_MOTION_S and MIN_MOTION_FRAMES of motion; held runs one after the other go together (a
+T-pose then an A-pose). The skipped pose is named from its upper arms: T-pose or A-pose.
 """
 from __future__ import annotations
 
@@ -36,6 +41,9 @@ MAX_SECONDS = 10.0  # a calibration is looked for this far into the clip
 MIN_MOTION_S, MIN_MOTION_FRAMES = 0.5, 8  # and leaves at least this much motion after it
 EASE_SAMPLES = 2000  # frames of the clip's second half the easing rule compares with, at most
 T_POSE_DEG, A_POSE_DEG = 25.0, 65.0  # upper-arm angle below horizontal: T within 25, A 25..65
+STRAIGHT_KNEE_DEG = 20.0  # a calibration pose stands on straight legs
+STILL_DEG = 5.0  # a held pose stays this close (RMS over bones) to its first frame
+HOLD_S = 0.1  # and, to ease into the motion rather than jump, is held this long
 
 
 @dataclass(frozen=True)
@@ -81,83 +89,123 @@ def pose_change_deg(rotations: np.ndarray) -> np.ndarray:
     return pose_distance_deg(rotations[1:], rotations[:-1])
 
 
+def _heads(motion: SourceMotion, start: int, stop: int) -> np.ndarray:
+    """World head positions (n, J, 3) of frames start..stop-1."""
+    local = motion.local_translations
+    part = SourceMotion(motion.skeleton, motion.rotations[start:stop], motion.root_translation[start:stop],
+                        motion.frame_time, None if local is None else local[start:stop])
+    return part.fk()[1]
+
+
 def arm_drop_deg(motion: SourceMotion, frame: int, arms) -> list[float]:
     """Angle below horizontal (deg) of each upper arm [(arm bone, forearm bone), ...] in a frame."""
-    one = SourceMotion(motion.skeleton, motion.rotations[frame:frame + 1],
-                       motion.root_translation[frame:frame + 1], motion.frame_time,
-                       None if motion.local_translations is None else motion.local_translations[frame:frame + 1])
-    _, heads = one.fk()
-    out = []
-    for arm, fore in arms:
-        d = heads[0, fore] - heads[0, arm]
-        out.append(float(np.degrees(np.arcsin(-d[2] / max(np.linalg.norm(d), 1e-12)))))
+    return [float(x) for x in _arm_drops(_heads(motion, frame, frame + 1), arms)[0]]
+
+
+def _arm_drops(heads: np.ndarray, arms) -> np.ndarray:
+    """(n, len(arms)) upper-arm angle below horizontal, degrees."""
+    out = np.empty((len(heads), len(arms)))
+    for i, (arm, fore) in enumerate(arms):
+        d = heads[:, fore] - heads[:, arm]
+        out[:, i] = np.degrees(np.arcsin(-d[:, 2] / np.maximum(np.linalg.norm(d, axis=-1), 1e-12)))
     return out
 
 
-def _pose_name(motion: SourceMotion, frame: int, arms) -> str:
-    if not arms:
-        return "pose"
-    drops = arm_drop_deg(motion, frame, arms)
-    if all(abs(x) <= T_POSE_DEG for x in drops):
-        return "T-pose"
-    if all(T_POSE_DEG < x <= A_POSE_DEG for x in drops):
-        return "A-pose"
-    return "pose"
+def _knee_bends(heads: np.ndarray, legs) -> np.ndarray:
+    """(n, len(legs)) angle between thigh and shank (0: straight), degrees."""
+    out = np.empty((len(heads), len(legs)))
+    for i, (hip, knee, ankle) in enumerate(legs):
+        u, v = heads[:, knee] - heads[:, hip], heads[:, ankle] - heads[:, knee]
+        c = np.sum(u * v, -1) / np.maximum(np.linalg.norm(u, axis=-1) * np.linalg.norm(v, axis=-1), 1e-12)
+        out[:, i] = np.degrees(np.arccos(np.clip(c, -1.0, 1.0)))
+    return out
 
 
-def detect_calibration(motion: SourceMotion, bones=None, arms=()) -> Calibration:
+def _pose_names(drops: np.ndarray) -> np.ndarray:
+    """Per frame "T-pose", "A-pose" or "" from the upper arms' drops (n, arms)."""
+    t = np.all(np.abs(drops) <= T_POSE_DEG, axis=1)
+    a = np.all((drops > T_POSE_DEG) & (drops <= A_POSE_DEG), axis=1)
+    return np.where(t, "T-pose", np.where(a, "A-pose", ""))
+
+
+def detect_calibration(motion: SourceMotion, bones=None, arms=(), legs=()) -> Calibration:
     """The calibration frames at the start of `motion` (see the module's rules).
 
     bones: source bone indices to compare (default all; a retarget passes the mapped ones,
-    so fingers and helper bones do not count); arms: [(upper-arm bone, forearm bone)] used
-    to name the pose (and needed by the easing rule).
+    so fingers and helper bones do not count); arms: [(upper-arm bone, forearm bone)] and
+    legs: [(hip, knee, ankle)] judge the pose. Without arms and legs nothing is found: a
+    pose cannot be told a calibration pose without them.
     """
     F = motion.num_frames
-    if F <= MIN_MOTION_FRAMES:
+    if F <= MIN_MOTION_FRAMES or not (len(arms) and len(legs)):
         return Calibration(0, motion.fps)
     R = motion.rotations if bones is None else motion.rotations[:, np.asarray(bones, int)]
     d = pose_change_deg(R)  # d[t]: frame t -> t + 1
     last = min(F - max(MIN_MOTION_FRAMES, int(np.ceil(MIN_MOTION_S * motion.fps))), int(MAX_SECONDS * motion.fps) + 1)
-    cal = _jump_rule(motion, R, d, last, arms)
-    return cal if cal.frames else _ease_rule(motion, R, d, last, arms)
-
-
-def _jump_rule(motion: SourceMotion, R: np.ndarray, d: np.ndarray, last: int, arms) -> Calibration:
-    """The last cut k <= last with a jump into frame k and no motion frame near the poses before."""
-    for k in np.flatnonzero(d[:last] >= JUMP_MIN_DEG)[::-1] + 1:  # cut before frame k, last first
-        ordinary = float(np.percentile(d[k:], 90)) if k < len(R) - 1 else 0.0
-        jump = float(d[k - 1])
-        if jump < JUMP_FACTOR * ordinary:
-            continue
-        lead = R[[0, k - 1]] if k > 1 else R[:1]  # the run's first and last poses
-        near = float(pose_distance_deg(lead[:, None], R[None, k:]).min())
-        if near < FAR_SHARE * jump:
-            continue
-        return Calibration(int(k), motion.fps, _pose_name(motion, k - 1, arms), jump, ordinary, near)
-    return Calibration(0, motion.fps)
-
-
-def _ease_rule(motion: SourceMotion, R: np.ndarray, d: np.ndarray, last: int, arms) -> Calibration:
-    """A T- or A-pose on the first frame that eases into the motion without a jump: the
-    first frame is at least max(JUMP_MIN_DEG, JUMP_FACTOR x ordinary) from every frame of
-    the clip's second half (the motion), and the cut falls at the first frame within half
-    that of it (the rest of the easing is kept: it no longer jumps)."""
-    pose = _pose_name(motion, 0, arms)
-    if pose == "pose":
+    if last < 1:
         return Calibration(0, motion.fps)
+    heads = _heads(motion, 0, last + 1)
+    names = _pose_names(_arm_drops(heads, arms))
+    posed = (names != "") & np.all(_knee_bends(heads, legs) <= STRAIGHT_KNEE_DEG, axis=1)
+    found, start = Calibration(0, motion.fps), 0
+    while start < last:  # held runs one after the other (a T-pose, then an A-pose)
+        cal = _held_run(motion, R, d, start, last, posed, names)
+        if not cal.frames:
+            break
+        found, start = cal, cal.frames
+        if cal.eased:
+            break
+    return found
+
+
+def _held_run(motion, R, d, start, last, posed, names) -> Calibration:
+    """The calibration ending a held pose that starts at frame `start`, or none."""
+    if not posed[start]:
+        return Calibration(0, motion.fps)
+    near = pose_distance_deg(R[start:last + 1], R[start][None]) <= STILL_DEG
+    run = posed[start:last + 1] & near & (names[start:last + 1] == names[start])
+    end = start + (int(np.argmin(run)) if not run.all() else len(run))  # first frame out of the run
+    if end > last:
+        return Calibration(0, motion.fps)  # the pose outlasts the search: it is the clip
+    cal = _jump(motion, R, d, start, end, names[start])
+    if cal.frames or (end - start) * motion.frame_time < HOLD_S:
+        return cal
+    return _ease(motion, R, d, start, end, last, names[start])
+
+
+def _jump(motion, R, d, start, k, pose) -> Calibration:
+    """Cut before frame k when a jump leads into it and no later frame comes back near the run."""
+    ordinary = float(np.percentile(d[k:], 90)) if k < len(R) - 1 else 0.0
+    jump = float(d[k - 1])
+    if jump < max(JUMP_MIN_DEG, JUMP_FACTOR * ordinary):
+        return Calibration(0, motion.fps)
+    lead = R[[start, k - 1]]  # the run's first and last poses
+    near = float(pose_distance_deg(lead[:, None], R[None, k:]).min())
+    if near < FAR_SHARE * jump:
+        return Calibration(0, motion.fps)
+    return Calibration(int(k), motion.fps, str(pose), jump, ordinary, near)
+
+
+def _ease(motion, R, d, start, end, last, pose) -> Calibration:
+    """A held pose that eases into the motion without a jump: its first frame is at least
+    max(JUMP_MIN_DEG, JUMP_FACTOR x ordinary) from every frame of the clip's second half (the
+    motion), and the cut falls at the first frame within half that of it (the rest of the
+    easing is kept: it no longer jumps)."""
     half = len(R) // 2
+    if end > half:
+        return Calibration(0, motion.fps)
     rest = R[half:][::max(1, (len(R) - half) // EASE_SAMPLES)]
     ordinary = float(np.percentile(d[half:], 90))
     far = max(JUMP_MIN_DEG, JUMP_FACTOR * ordinary)
-    distance = float(pose_distance_deg(R[:1, None], rest[None]).min())
+    distance = float(pose_distance_deg(R[start:start + 1, None], rest[None]).min())
     if distance < far:
         return Calibration(0, motion.fps)
-    for i0 in range(1, last + 1, 64):
+    for i0 in range(end, last + 1, 64):
         near = pose_distance_deg(R[i0:min(i0 + 64, last + 1), None], rest[None]).min(1)
         hit = np.flatnonzero(near <= far / 2)
         if hit.size:
             k = i0 + int(hit[0])
-            return Calibration(k, motion.fps, pose, float(d[k - 1]), ordinary, distance, eased=True)
+            return Calibration(k, motion.fps, str(pose), float(d[k - 1]), ordinary, distance, eased=True)
     return Calibration(0, motion.fps)
 
 

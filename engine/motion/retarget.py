@@ -322,8 +322,10 @@ class Retargeter:
         """The T-/A-pose frames at the start of `motion` (engine.motion.calibration), judged
         on the mapped bones."""
         bi = self.rig.body_index
-        arms = [(int(self.source_of[bi(f"Arm{s}")]), int(self.source_of[bi(f"ForeArm{s}")])) for s in "RL"]
-        return detect_calibration(motion, np.unique(self.source_of[self.source_of >= 0]), arms)
+        src = self.source_of
+        arms = [(int(src[bi(f"Arm{s}")]), int(src[bi(f"ForeArm{s}")])) for s in "RL"]
+        legs = [tuple(int(src[bi(f"{n}{s}")]) for n in ("Femur", "Tibia", "Talus")) for s in "RL"]
+        return detect_calibration(motion, np.unique(src[src >= 0]), arms, legs)
 
     def to_model(self, motion: SourceMotion, fps: float = REFERENCE_FPS, source: str = "",
                  ground: bool = True, with_muscles: bool = True, progress=None,
