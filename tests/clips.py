@@ -161,6 +161,55 @@ def start_at(m: SourceMotion, phase: float) -> SourceMotion:
     return SourceMotion(m.skeleton, m.rotations[k:], m.root_translation[k:], m.frame_time, local)
 
 
+def bone_aligned(m: SourceMotion, twist_seed: int = 0) -> SourceMotion:
+    """The same motion on a skeleton whose joint axes run along its bones, as some mocap
+    libraries write it: every bone's x axis points at its (first) child, turned about it by
+    a random twist, so that zero rotations lay the skeleton out as a line, not a standing pose;
+    a new root bone on the floor under the hips carries the travel, the hips hang from it by
+    a translation, and every joint has position channels (its offset, to 1e-5 m).
+    World positions and bone directions are the original's; only the axes differ."""
+    from engine.transforms import axis_angle_to_quat, quat_rotate
+
+    skel = m.skeleton
+    J = skel.num_bones
+    W, H = m.fk()
+    rng = np.random.default_rng(twist_seed)
+    C = np.tile([1.0, 0.0, 0.0, 0.0], (J, 1))  # C_j: original bone frame -> new bone frame
+    for j in range(J):
+        kids = skel.children(j)
+        d = skel.offsets[kids[0]] if kids else skel.end_sites.get(j, np.array([1.0, 0.0, 0.0]))
+        if np.linalg.norm(d) < 1e-9:
+            d = np.array([1.0, 0.0, 0.0])
+        d = d / np.linalg.norm(d)
+        x = np.array([1.0, 0.0, 0.0])
+        axis = np.cross(x, d)
+        angle = np.arctan2(np.linalg.norm(axis), x @ d)
+        axis = axis / np.linalg.norm(axis) if np.linalg.norm(axis) > 1e-9 else np.array([0.0, 0.0, 1.0])
+        swing = axis_angle_to_quat(axis * angle)  # x -> d
+        twist = axis_angle_to_quat(d * rng.uniform(-np.pi, np.pi))
+        C[j] = quat_multiply(twist, swing)
+    Wn = quat_multiply(W, C[None])  # new world frames
+    names = ["joint_Root"] + list(skel.names)
+    parents = [-1] + [p + 1 for p in skel.parents]
+    offsets = np.zeros((J + 1, 3))
+    for j in range(1, J):  # offsets in the parent's new frame (the original's are in its old one)
+        p = skel.parents[j]
+        offsets[j + 1] = quat_rotate(quat_conjugate(C[p]), skel.offsets[j])
+    ground = H[:, 0].copy()
+    ground[:, 2] = 0.0
+    offsets[1] = [0.0, 0.0, float(H[0, 0, 2])]
+    rot = np.empty((m.num_frames, J + 1, 4))
+    rot[:, 0] = [1.0, 0.0, 0.0, 0.0]
+    rot[:, 1] = Wn[:, 0]
+    for j in range(1, J):
+        rot[:, j + 1] = quat_multiply(quat_conjugate(Wn[:, skel.parents[j]]), Wn[:, j])
+    local = np.tile(offsets, (m.num_frames, 1, 1)) + rng.uniform(-1e-5, 1e-5, (m.num_frames, J + 1, 3))
+    local[:, 1] = H[:, 0] - ground
+    ends = {j + 1: quat_rotate(quat_conjugate(C[j]), v) for j, v in skel.end_sites.items()}
+    new = SourceSkeleton(names, parents, offsets, None, ends)
+    return SourceMotion(new, rot, ground, m.frame_time, local)
+
+
 def retime(m: SourceMotion, tempo: float) -> SourceMotion:
     """The same frames played `tempo` times as fast (a slower or brisker performance of the
     same steps: cadence and speed scale by tempo, stride length stays)."""

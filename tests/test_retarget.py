@@ -429,3 +429,52 @@ def test_retarget_and_preview_commands(tmp_path, capsys):
         with pytest.raises(SystemExit):
             ap.parse_args([cmd, "--help"])
         assert "examples:" in capsys.readouterr().out
+
+
+# ---- skeletons whose zero rotations are no pose (issue 44) ---------------------------------
+def _yaw_fitted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """b (..., 3) turned about +Z by the angle that best lays it on a (least squares)."""
+    A, B = a.reshape(-1, 3), b.reshape(-1, 3)
+    t = np.arctan2(np.sum(B[:, 0] * A[:, 1] - B[:, 1] * A[:, 0]), np.sum(B[:, 0] * A[:, 0] + B[:, 1] * A[:, 1]))
+    R = np.array([[np.cos(t), -np.sin(t), 0.0], [np.sin(t), np.cos(t), 0.0], [0.0, 0.0, 1.0]])
+    return b @ R.T
+
+
+@needs_mass
+@pytest.mark.parametrize("clip,mean_cm", [(WALK, 2.0), (RUN, 3.0)])
+def test_joint_axes_along_the_bones_give_the_same_model_trajectory(rig, tmp_path, clip, mean_cm):
+    """A second public mocap library writes every joint with position channels, rotations in
+    ZXY order and joint axes along the bones, so its zero rotations lay the skeleton out in a
+    line; its hips hang from a root on the floor. Before issue 44 such clips retargeted with
+    the feet turned sideways and the limbs twisted, and every take diverged at its first step.
+    The same motion written that way (tests/clips.py bone_aligned) retargets to the model
+    trajectory of the original: bodies within `mean_cm` on average of where the original
+    puts them (measured 1.1 and 1.8 cm; the run's chosen frame faces 13 deg off its rest,
+    which turns the take as a whole), feet on the floor in stance, and back onto its own
+    skeleton without the clip, from the pose the reference records."""
+    from . import clips
+
+    m = read_bvh(clip)
+    path = tmp_path / "aligned.bvh"
+    write_bvh(path, clips.bone_aligned(m), channel_order="ZXY")
+    text = path.read_text()
+    assert "Zrotation Xrotation Yrotation" in text and text.count("CHANNELS 6") == m.skeleton.num_bones + 1
+    aligned = read_bvh(path)
+    with pytest.raises(ParameterError, match="rest pose does not stand"):
+        Retargeter.build(rig, aligned.skeleton)  # no clip to find a standing frame in
+    ref0, _ = retarget(m, rig)
+    ref1, rt1 = retarget(aligned, rig)
+    assert ref1.meta["source_pose"]["frame"] >= 0 and ref0.meta["source_pose"] is None
+    rel0 = ref0.body_pos - ref0.root_pos[:, None]
+    rel1 = _yaw_fitted(rel0, ref1.body_pos - ref1.root_pos[:, None])
+    err = np.linalg.norm(rel1 - rel0, axis=-1)
+    assert err.mean() < mean_cm / 100 and err.max() < 0.1, (err.mean(), err.max())
+    for low, nxt in foot_tracks(rig, ref1.body_rot, ref1.body_pos):  # stance feet flat on the floor
+        stance = np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=-1) * ref1.fps < 0.3
+        assert stance.sum() > 0.1 * ref1.num_frames and np.abs(low[:-1, 2][stance]).max() < 0.03
+    assert abs(ref1.meta["metrics"]["foot_skate_cm"] - ref0.meta["metrics"]["foot_skate_cm"]) < 0.2
+    back = retarget_back(ref1, aligned.skeleton, rig)
+    _, Hb = back.fk()
+    _, H1 = aligned.fk()
+    ends = [aligned.skeleton.index(f"Character1_{b}") for b in ("Hips", "Head")]
+    assert np.abs(Hb[:, ends] - H1[:, ends]).max() < 0.03

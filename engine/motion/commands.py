@@ -70,7 +70,7 @@ def cmd_retarget(args) -> int:
     out = check_out_file(Path(args.out) if args.out else Path(clip.stem + "_ref.npz"))
     motion = read_bvh(clip, units=args.units, up=args.up)
     rig = load_rig(args.rig)
-    rt = Retargeter.build(rig, motion.skeleton, preset=args.preset, mapping=args.map)
+    rt = Retargeter.build(rig, motion.skeleton, preset=args.preset, mapping=args.map, motion=motion)
     with Progress("retargeting", 1.0) as bar:
         ref = rt.to_model(motion, fps=args.fps, source=str(clip), progress=bar.update,
                           keep_calibration=args.keep_calibration)

@@ -47,6 +47,7 @@ from .calibration import Calibration, detect_calibration, skip_frames
 from .presets import resolve_mapping
 from .reference import Reference, foot_tracks, motion_metrics
 from .skeleton import SourceMotion, SourceSkeleton
+from .standing import SourcePose, source_pose
 
 REFERENCE_FPS = 120.0
 STANCE_SPEED_MPS = 0.3  # a foot point slower than this (horizontally) is planted
@@ -106,6 +107,55 @@ def _zturn(angle: float) -> np.ndarray:
     return np.array([np.cos(angle / 2), 0.0, 0.0, np.sin(angle / 2)])
 
 
+def _toe_bone(skeleton: SourceSkeleton, src: np.ndarray, bi, side: str) -> int:
+    """The source bone whose head is the toes of the foot on `side` ("R"/"L"): the one mapped
+    to the big toe, else the ankle bone's only child; -1 when there is none."""
+    toe = int(src[bi(f"FootThumb{side}")])
+    if toe >= 0:
+        return toe
+    kids = skeleton.children(int(src[bi(f"Talus{side}")]))
+    return kids[0] if len(kids) == 1 else -1
+
+
+def _hand_bone(skeleton: SourceSkeleton, src: np.ndarray, bi, side: str) -> int:
+    """The source bone whose head is the wrist on `side`: the one mapped to the hand, else
+    the forearm bone's only child; -1 when there is none."""
+    hand = int(src[bi(f"Hand{side}")])
+    if hand >= 0:
+        return hand
+    kids = skeleton.children(int(src[bi(f"ForeArm{side}")]))
+    return kids[0] if len(kids) == 1 else -1
+
+
+# Bodies above the waist whose forward side is the chest's (a pose taken from a clip).
+_CHEST = ("Torso", "Neck", "Head", "ShoulderR", "ShoulderL", "ArmR", "ArmL", "ForeArmR", "ForeArmL")
+
+# Limb bodies whose twist a pose taken from a clip gets from their hinge: body -> (proximal
+# joint, hinge joint, distal joint, the way the distal bone swings when the hinge flexes:
+# knees bend the shank back, elbows the forearm forward; the model faces -Y).
+_BENDS = {f"{b}{s}": (f"{p}{s}", f"{h}{s}", f"{d}{s}", w)
+          for s in "RL"
+          for (b, p, h, d, w) in (("Femur", "Femur", "Tibia", "Talus", 1.0), ("Tibia", "Femur", "Tibia", "Talus", 1.0),
+                                  ("Arm", "Arm", "ForeArm", "Hand", -1.0), ("ForeArm", "Arm", "ForeArm", "Hand", -1.0))}
+
+
+def _model_bend(rig, b: int) -> np.ndarray:
+    """Normal of the plane body b's limb bends in, in the model's rest pose (world axes)."""
+    p, h, d, way = _BENDS[rig.body_names[b]]
+    J, bi = rig.joint_pos, rig.body_index
+    prox, dist = J[bi(h)] - J[bi(p)], J[bi(d)] - J[bi(h)]
+    flexed = dist / np.linalg.norm(dist) + 0.3 * way * np.array([0.0, 1.0, 0.0])
+    return np.cross(prox, flexed)
+
+
+def _frame2(d: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Rotation with x along d and y along n made orthogonal to it."""
+    x = d / np.linalg.norm(d)
+    y = n - (n @ x) * x
+    y = y / np.linalg.norm(y)
+    return np.stack([x, y, np.cross(x, y)], axis=1)
+
+
 def hinge_axes(rig) -> np.ndarray:
     """(B, 3) hinge axis per body in its parent's joint frame (zero rows for other joints);
     joint frames are world-aligned at rest, so this is the rig's rest axis."""
@@ -154,12 +204,16 @@ class Retargeter:
     axes: np.ndarray  # (B, 3) hinge axes
     source_height: float
     source_leg: float
+    pose: SourcePose  # the source pose the model's T-pose stands for (engine.motion.standing)
 
     @classmethod
     def build(cls, rig, skeleton: SourceSkeleton, preset: str | None = None,
-              mapping=None, exact: bool = False) -> "Retargeter":
+              mapping=None, exact: bool = False, motion: SourceMotion | None = None,
+              pose: SourcePose | None = None) -> "Retargeter":
         """exact=True takes `mapping` (a dict) as the whole mapping, as saved in a
-        Reference's meta, instead of laying it over a preset."""
+        Reference's meta, instead of laying it over a preset. A skeleton whose rest pose does
+        not stand (joint axes along the bones) needs `motion`, whose most upright frame is
+        aligned on instead, or the `pose` recorded by an earlier retarget."""
         if exact:
             from .presets import check_mapping, missing_required
 
@@ -174,8 +228,15 @@ class Retargeter:
         for b, name in enumerate(rig.body_names):
             if name in mp:
                 src[b] = skeleton.index(mp[name])
-        W0, P0 = skeleton.rest_pose()
         bi = rig.body_index
+        if pose is None:
+            legs = [tuple(int(src[bi(f"{n}{s}")]) for n in ("Femur", "Tibia", "Talus")) for s in "RL"]
+            trunk = (int(src[0]), (int(src[bi("ArmR")]), int(src[bi("ArmL")])))
+            feet = [(int(src[bi(f"Talus{s}")]), _toe_bone(skeleton, src, bi, s)) for s in "RL"]
+            arms = [(int(src[bi(f"Arm{s}")]), int(src[bi(f"ForeArm{s}")]), _hand_bone(skeleton, src, bi, s))
+                    for s in "RL"]
+            pose = source_pose(skeleton, legs, trunk, feet, motion, legs + [a for a in arms if a[2] >= 0])
+        W0, P0 = pose.rot, pose.pos
         up = np.array([0.0, 0.0, 1.0])
         # Heading: the thighs give the source's left; forward = left x up must become -Y.
         left = P0[src[bi("FemurL")]] - P0[src[bi("FemurR")]]
@@ -225,6 +286,9 @@ class Retargeter:
                 return targets(ks[0])
             return []
 
+        sh = ["Shoulder", "Arm"][int(src[bi("ShoulderR")] < 0 or src[bi("ShoulderL")] < 0)]
+        lat_c = P[src[bi(f"{sh}L")]] - P[src[bi(f"{sh}R")]]  # the chest's left, in the turned pose
+        chest = _zturn(np.arctan2(lat_c[1], lat_c[0]))  # from the hips' facing (-Y) to the chest's
         for b in range(1, B):
             p = rig.body_parent[b]
             A[b] = A[p]
@@ -248,16 +312,31 @@ class Retargeter:
                     d_m = J[kids[0]] - J[b]
                     d_s = tip - P[s]
             if rig.body_names[b] in _FEET:
-                # Both rest poses stand with the soles flat and the feet forward; their
-                # ankle -> toe joint lines differ with where each skeleton puts its joints.
+                # Both poses stand with the soles flat and the feet forward; their ankle -> toe
+                # joint lines differ with where each skeleton puts its joints. A foot taken
+                # from a clip's stance (pose.frame set) is turned to where its toes point.
                 A[b] = [1.0, 0.0, 0.0, 0.0]
+                toe = _toe_bone(skeleton, src, bi, rig.body_names[b][-1])
+                if pose.frame is not None and toe >= 0:
+                    d_s = quat_rotate(quat_multiply(Fq, W0[src[b]]), skeleton.offsets[toe])
+                    d_m = J[[bi(f"FootThumb{rig.body_names[b][-1]}"), bi(f"FootPinky{rig.body_names[b][-1]}")]].mean(0) - J[b]
+                    A[b] = _zturn(np.arctan2(d_s[1], d_s[0]) - np.arctan2(d_m[1], d_m[0]))
                 continue
             if d_s is not None and np.linalg.norm(d_s) > 1e-6 and np.linalg.norm(d_m) > 1e-6:
-                A[b] = _aim(d_m, d_s)
+                if pose.frame is not None and rig.body_names[b] in _CHEST:
+                    # a clip's frame: the chest may face elsewhere than the hips (a run's
+                    # counter-rotation); its forward side is kept forward of the shoulders'
+                    A[b] = quat_multiply(chest, _aim(d_m, quat_rotate(quat_conjugate(chest), d_s)))
+                else:
+                    A[b] = _aim(d_m, d_s)
+                bend = (pose.bends or {}).get(int(src[b]))
+                if bend is not None and rig.body_names[b] in _BENDS:
+                    # twist from the hinge the bone bends about (engine.motion.standing)
+                    n_s = quat_rotate(quat_multiply(Fq, W0[src[b]]), bend)
+                    A[b] = matrix_to_quat(_frame2(d_s, n_s) @ _frame2(d_m, _model_bend(rig, b)).T)
 
-        rot, pos = skeleton.rest_pose()
-        height = float(np.ptp(pos[:, 2]))
-        return cls(rig, skeleton, mp, label, Fq, scale, A, src, hinge_axes(rig), height, float(src_leg))
+        height = float(np.ptp(P0[:, 2]))
+        return cls(rig, skeleton, mp, label, Fq, scale, A, src, hinge_axes(rig), height, float(src_leg), pose)
 
     # ---- source -> model -------------------------------------------------------------------
     def source_fk(self, motion: SourceMotion) -> tuple[np.ndarray, np.ndarray]:
@@ -291,7 +370,7 @@ class Retargeter:
         """Joint-frame world rotations G (F, B, 4) and hinge off-axis angles (F, B) from the
         source's world bone rotations W (F, J, 4)."""
         rig = self.rig
-        W0, _ = self.skeleton.rest_pose()
+        W0 = self.pose.rot
         F = W.shape[0]
         B = rig.num_bodies
         G = np.empty((F, B, 4))
@@ -381,6 +460,7 @@ class Retargeter:
             ground_offset_m=float(offset),
             source_fps=round(float(source_fps), 6),
             calibration=cal.meta(skipped=not keep_calibration),
+            source_pose=self.pose.meta(),
             hinge_off_axis_deg=off_deg,
             retarget_seconds=round(time.perf_counter() - t0, 3),
         )
@@ -414,7 +494,7 @@ class Retargeter:
                 o = o.resample(1.0 / frame_time)
             if o.num_frames == F:
                 orig_rot, orig_trans = o.rotations, o.local_translations
-        W0, _ = skel.rest_pose()
+        W0 = self.pose.rot
         Fq, Fc = self.heading, quat_conjugate(self.heading)
         first = {}
         for b in range(rig.num_bodies):
@@ -564,7 +644,7 @@ def retarget(motion: SourceMotion, rig=None, preset: str | None = None, mapping=
         from ..rig import load_rig
 
         rig = load_rig()
-    rt = Retargeter.build(rig, motion.skeleton, preset=preset, mapping=mapping)
+    rt = Retargeter.build(rig, motion.skeleton, preset=preset, mapping=mapping, motion=motion)
     return rt.to_model(motion, fps=fps, source=source, keep_calibration=keep_calibration), rt
 
 
@@ -589,8 +669,10 @@ def retarget_back(ref: Reference, skeleton: SourceSkeleton, rig=None,
         from ..rig import load_rig
 
         rig = load_rig()
+    recorded = ref.meta.get("source_pose")
     rt = Retargeter.build(rig, skeleton, preset=ref.meta.get("preset"), mapping=ref.meta.get("mapping"),
-                          exact=True)
+                          exact=True, motion=original,
+                          pose=SourcePose.from_meta(recorded, skeleton) if recorded else None)
     rt.scale = float(ref.meta.get("scale", rt.scale))
     rp = ref.root_pos if root_pos is None else root_pos
     lr = ref.local_rot if local_rot is None else local_rot
