@@ -485,7 +485,8 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         pace=ctrl.pace.summary() if hasattr(ctrl, "pace") else None,
         stand=getattr(ctrl, "summary", None),  # engine.control.stand: the balanced pose it held
         balance=ctrl.balance_summary() if hasattr(ctrl, "balance_summary") else None,  # engine.control.balance
-        segments=[dict(label=s.label, start_s=s.start / 120.0, seconds=s.steps / 120.0, phase_frame=s.phase)
+        segments=[dict(label=s.label, start_s=s.start / 120.0, seconds=s.steps / 120.0, phase_frame=s.phase,
+                       loop=s.clip.loop, loop_note=s.clip.describe() or None)
                   for s in plan.segments],
         planned_seconds=n / 120.0, simulated_seconds=sim_seconds,
         fell=fell, diverged=diverged, interrupted=interrupted, partial=fell or diverged or interrupted,

@@ -17,12 +17,25 @@ def extra_lines(take) -> list[str]:
     out += [f"balance     {balance(take.meta['balance'])}"] if take.meta.get("balance") else []
     out += [f"calibration {Path(c['source']).name}: {calibration(c['calibration'])}"
             for c in take.meta["clips"] if c.get("calibration")]
+    out += [f"loop        {Path(n).name}: {note}" for n, note in loop_notes(take)]
     out += [f"push        {push(r)}" for r in take.meta["summary"].get("pushes", [])]
     out += policy_lines(take)
     if take.meta["summary"].get("gait") and not take.meta.get("stand"):  # a held pose has no gait
         from .gait import describe as gait
 
         out.append(f"gait        {gait(take.meta['summary']['gait'])}")
+    return out
+
+
+def loop_notes(take) -> list[tuple[str, str]]:
+    """(clip, note) for each clip whose ends do not meet and that a take played longer than it
+    lasts (engine.control.plan: looped where it loops best, or played once and held)."""
+    seen, out = set(), []
+    for seg in take.meta.get("segments", []):
+        note = seg.get("loop_note")
+        if note and seg["label"] not in seen:
+            seen.add(seg["label"])
+            out.append((seg["label"], note))
     return out
 
 
@@ -104,5 +117,7 @@ def extra_markdown(take) -> list[str]:
     cal = [f"- {Path(c['source']).name}: {calibration(c['calibration'])}"
            for c in take.meta["clips"] if c.get("calibration")]
     head = ["", "Calibration poses found at the start of the clips:", ""] if cal else []
+    loops = [f"- {Path(n).name}: {note}" for n, note in loop_notes(take)]
+    loops = ["", "Clips that are not loops, played longer than they last:", ""] + loops if loops else []
     gait = gait_table(s["gait"]) if s.get("gait") and not take.meta.get("stand") else []  # a held pose has none
-    return gait + head + cal + push_table(s.get("pushes", []))
+    return gait + head + cal + loops + push_table(s.get("pushes", []))

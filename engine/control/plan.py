@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import InputFileError, ParameterError
 from ..motion.reference import Reference
 from ..rig import Rig
+from .loops import best_loop, seam_size_deg
 
 PHYSICS_HZ = 120.0
 # Hz: the reference velocities are low-passed before they are differentiated. The MASS
@@ -34,6 +35,10 @@ PHYSICS_HZ = 120.0
 # 4 Hz 4.60 / 0.027; 3 Hz falls apart (13.5 deg over 20 s: the velocities stray too far from
 # the unfiltered positions the kp term tracks).
 REF_CUTOFF_HZ = 5.0
+# deg (engine.control.loops.seam_size_deg): a clip whose ends meet this closely loops as it
+# is (the bundled run's are 9.1 apart, the walk's 3.9; a CMU walk's 31); a loop found inside a
+# clip that is not one must close this well, or the clip is played once and held.
+SEAM_OK_DEG, SEAM_MAX_DEG = 12.0, 15.0
 
 
 class QSpace:
@@ -148,6 +153,22 @@ def loop_velocities(space: QSpace, q: np.ndarray, cycle: Planar, cutoff_hz: floa
     return lowpass_loop(qvel, cycle, cutoff_hz)
 
 
+def once_velocities(space: QSpace, q: np.ndarray, cutoff_hz: float) -> np.ndarray:
+    """Velocities (F, nv) of a clip played once: central differences (one-sided at the ends),
+    low-passed at cutoff_hz as lowpass_loop does, over the clip and its mirror image (so the
+    ends do not wrap onto each other)."""
+    F = len(q)
+    dt = 1.0 / PHYSICS_HZ
+    qvel = np.empty((F, space.nv))
+    for i in range(F):
+        a, b = q[max(i - 1, 0)], q[min(i + 1, F - 1)]
+        qvel[i] = space.diff(a, b) / (dt * (min(i + 1, F - 1) - max(i - 1, 0)))
+    if not cutoff_hz or cutoff_hz <= 0:
+        return qvel
+    both = np.concatenate([qvel, qvel[::-1]])
+    return lowpass_loop(both, Planar(), cutoff_hz)[:F]
+
+
 def loop_accelerations(cycle: Planar, v: np.ndarray) -> np.ndarray:
     """Central differences of a looped clip's velocities v (F, nv, or any (F, d) whose first
     two columns are a world-frame horizontal velocity): the last frame's successor is frame 0
@@ -195,7 +216,7 @@ class CyclicClip:
     """
 
     def __init__(self, space: QSpace, ref: Reference, name: str = "clip", cutoff_hz: float | None = None,
-                 ground: bool = True):
+                 ground: bool = True, loops: bool | None = None):
         cutoff_hz = REF_CUTOFF_HZ if cutoff_hz is None else cutoff_hz
         self.name = name
         self.space = space
@@ -210,24 +231,64 @@ class CyclicClip:
             raise ParameterError(f"clip {name}", f"has {F} frames; at least 4 are needed")
         if q0.shape[1] != space.nq or v0.shape[1] != space.nv:
             raise ParameterError(f"clip {name}", f"q has {q0.shape[1]} coordinates, the rig {space.nq}")
-        dt = 1.0 / PHYSICS_HZ
-        q_next = space.add(q0[-1], v0[-1] * dt)  # predicted frame F
-        yaw = _yaw(q_next[3:7]) - _yaw(q0[0, 3:7])
-        shift = q_next[:2] - _rot2(yaw) @ q0[0, :2]
-        self.cycle = Planar(float(yaw), (float(shift[0]), float(shift[1])))
-        self.seam = space.diff(q_next, self.cycle.apply_q(q0[0]))
-        q = np.stack([space.add(q0[i], (i / F) * self.seam) for i in range(F)])
+        self._close(q0, v0)
+        # A clip whose ends do not meet (engine.control.loops): played once, it is played as it
+        # is and held at its end; looped (loops=True), it loops where it loops best, or is
+        # played once and held when no pair of frames makes a seam. loops=None: as a cycle.
+        self.once, self.loop = False, None
+        ends = seam_size_deg(space.rig, self.seam)
+        if loops is not None and ends > SEAM_OK_DEG:
+            i, j, best = best_loop(ref) if loops else (0, F, np.inf)
+            if loops and best <= SEAM_MAX_DEG and best < ends:
+                q0, v0 = q0[i:j], v0[i:j]
+                self._close(q0, v0)
+                self.loop = dict(kind="loop", start_s=round(i / fps, 4), end_s=round(j / fps, 4),
+                                 seam_deg=round(float(best), 2), ends_deg=round(ends, 2))
+            else:
+                self.once = True
+                self.loop = dict(kind="held" if loops else "once", ends_deg=round(ends, 2),
+                                 best_seam_deg=round(float(best), 2) if loops else None)
+        F = len(q0)
+        q = q0.copy() if self.once else np.stack([space.add(q0[i], (i / F) * self.seam) for i in range(F)])
         self.grounding = None  # what engine.control.grounding moved, when it did
         if ground:  # the stance feet exactly on the floor
             from .grounding import ground_feet
 
             q, self.grounding = ground_feet(space, q, self.cycle, PHYSICS_HZ)
-        qvel = loop_velocities(space, q, self.cycle, cutoff_hz)
-        self.q, self.qvel, self.qacc = q, qvel, loop_accelerations(self.cycle, qvel)
+        if self.once:
+            qvel = once_velocities(space, q, cutoff_hz)
+            qacc = np.gradient(qvel, 1.0 / PHYSICS_HZ, axis=0)
+        else:
+            qvel = loop_velocities(space, q, self.cycle, cutoff_hz)
+            qacc = loop_accelerations(self.cycle, qvel)
+        self.q, self.qvel, self.qacc = q, qvel, qacc
         self.frames = F
-        self.seconds = F * dt
+        self.seconds = F * (1.0 / PHYSICS_HZ)
         self._powers = [Planar()]
         self._placed: dict[tuple[int, Planar], Planar] = {}
+
+    def _close(self, q0: np.ndarray, v0: np.ndarray) -> None:
+        """The per-cycle transform of clip q0 (its frame after the last predicted from the last
+        frame and its velocity) and the seam that transform leaves."""
+        space = self.space
+        q_next = space.add(q0[-1], v0[-1] * (1.0 / PHYSICS_HZ))  # predicted frame F
+        yaw = _yaw(q_next[3:7]) - _yaw(q0[0, 3:7])
+        shift = q_next[:2] - _rot2(yaw) @ q0[0, :2]
+        self.cycle = Planar(float(yaw), (float(shift[0]), float(shift[1])))
+        self.seam = space.diff(q_next, self.cycle.apply_q(q0[0]))
+
+    def describe(self) -> str:
+        """One line on what was done with a clip whose ends do not meet, or ''."""
+        lp = self.loop
+        if not lp:
+            return ""
+        if lp["kind"] == "loop":
+            return (f"its ends are {lp['ends_deg']:.0f} deg apart: looped {lp['start_s']:.2f}-{lp['end_s']:.2f} s "
+                    f"of it, where it loops best (a {lp['seam_deg']:.1f} deg seam)")
+        if lp["kind"] == "held":
+            return (f"not a loop (its ends {lp['ends_deg']:.0f} deg apart, the best seam {lp['best_seam_deg']:.0f} deg): "
+                    f"played once, then its last pose held")
+        return ""
 
     def cycle_transform(self, k: int) -> Planar:
         while len(self._powers) <= k:
@@ -235,7 +296,11 @@ class CyclicClip:
         return self._powers[k]
 
     def sample(self, frame: int, place: Planar = Planar()):
-        """(q, qvel, qacc) at integer frame >= 0 of the looped clip, then moved by `place`."""
+        """(q, qvel, qacc) at integer frame >= 0 of the looped clip, then moved by `place`;
+        a clip played once holds its last pose, still, after its end."""
+        if self.once and frame >= self.frames:
+            z = np.zeros_like(self.qvel[0])
+            return place.apply_q(self.q[-1]), z, z
         k, i = divmod(int(frame), self.frames)
         T = self._placed.get((k, place))
         if T is None:  # one per cycle and placement: a take meets a few dozen
@@ -263,11 +328,12 @@ class MotionPlan:
         self.space = QSpace(rig)
         self.blend_steps = max(int(round(blend * PHYSICS_HZ)), 0)
         self.segments: list[Segment] = []
-        cache: dict[int, CyclicClip] = {}
+        cache: dict[tuple[int, bool], CyclicClip] = {}
         start = 0
         for ref, seconds, label in clips:
-            clip = cache.get(id(ref)) or CyclicClip(self.space, ref, label)
-            cache[id(ref)] = clip
+            loops = seconds > ref.seconds + 0.5 / PHYSICS_HZ  # asked for longer than it lasts
+            clip = cache.get((id(ref), loops)) or CyclicClip(self.space, ref, label, loops=loops)
+            cache[(id(ref), loops)] = clip
             steps = int(round(seconds * PHYSICS_HZ))
             seg = Segment(clip, start, steps, 0, Planar(), label)
             if self.segments:
