@@ -18,6 +18,10 @@ def extra_lines(take) -> list[str]:
     out += [f"calibration {Path(c['source']).name}: {calibration(c['calibration'])}"
             for c in take.meta["clips"] if c.get("calibration")]
     out += [f"loop        {Path(n).name}: {note}" for n, note in loop_notes(take)]
+    from .motion.checks import summary_lines as check_lines
+
+    out += [f"check       {Path(c['source']).name}: {line}" for c in take.meta["clips"]
+            for line in check_lines(c.get("checks"))]
     out += [f"push        {push(r)}" for r in take.meta["summary"].get("pushes", [])]
     out += policy_lines(take)
     if take.meta["summary"].get("gait") and not take.meta.get("stand"):  # a held pose has no gait
@@ -117,7 +121,11 @@ def extra_markdown(take) -> list[str]:
     cal = [f"- {Path(c['source']).name}: {calibration(c['calibration'])}"
            for c in take.meta["clips"] if c.get("calibration")]
     head = ["", "Calibration poses found at the start of the clips:", ""] if cal else []
+    from .motion.checks import describe as finding
+
+    found = [f"- {Path(c['source']).name}: {finding(f)}" for c in take.meta["clips"] for f in c.get("checks") or []]
+    found = ["", "What the clips ask that no body can do (engine/motion/checks.py):", ""] + found if found else []
     loops = [f"- {Path(n).name}: {note}" for n, note in loop_notes(take)]
     loops = ["", "Clips that are not loops, played longer than they last:", ""] + loops if loops else []
     gait = gait_table(s["gait"]) if s.get("gait") and not take.meta.get("stand") else []  # a held pose has none
-    return gait + head + cal + loops + push_table(s.get("pushes", []))
+    return gait + head + cal + found + loops + push_table(s.get("pushes", []))

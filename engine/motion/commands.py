@@ -37,6 +37,7 @@ EPILOG_PREVIEW = """examples:
 
 def _summary_lines(ref, out: Path | None) -> list[str]:
     from .calibration import describe
+    from .checks import summary_lines
 
     s = ref.summary()
     m = ref.meta
@@ -51,6 +52,12 @@ def _summary_lines(ref, out: Path | None) -> list[str]:
     ]
     if m.get("calibration"):
         lines.append(f"calibration {describe(m['calibration'])}")
+    pose = m.get("source_pose")
+    if pose:
+        at = pose["frame"] / float(m.get("source_fps") or 1.0)
+        lines.append(f"aligned on  the clip at {at:.2f} s (frame {pose['frame']}): the skeleton's rest pose does not "
+                     "stand (joint axes along the bones); each foot on its flattest stance frame")
+    lines += [f"check       {line}" for line in summary_lines(m.get("checks"))]
     if out is not None:
         lines.append(f"reference   {out}")
     return lines

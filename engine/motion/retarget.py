@@ -44,6 +44,7 @@ from ..transforms import (
     quat_to_matrix,
 )
 from .calibration import Calibration, detect_calibration, skip_frames
+from .checks import check_reference
 from .presets import resolve_mapping
 from .reference import Reference, foot_tracks, motion_metrics
 from .skeleton import SourceMotion, SourceSkeleton
@@ -464,6 +465,7 @@ class Retargeter:
             hinge_off_axis_deg=off_deg,
             retarget_seconds=round(time.perf_counter() - t0, 3),
         )
+        ref.meta["checks"] = check_reference(rig, ref)  # raises for a root no body can move
         return ref
 
     # ---- model -> source -------------------------------------------------------------------

@@ -1,0 +1,119 @@
+"""Checks of a retargeted reference before a take plays it: what no body can do.
+
+A reference that asks for the impossible is a retarget bug or a broken capture until shown
+otherwise, and a take of it diverges or falls for reasons that have nothing to do with the
+muscles. Each check names the body and the frames at fault:
+
+- speed: a joint turning faster than MAX_JOINT_SPEED (real captures: walks under 11 rad/s,
+  kicks and dances under 26; a spike of one bad frame reaches hundreds);
+- range: a joint beyond the model's range by more than RANGE_SLACK_DEG (a knee bent
+  backwards, an arm through the torso), where the physics will stop it;
+- floor: a foot more than BELOW_FLOOR_M under the floor;
+- tipped foot: a foot on the floor (its lowest point within FOOT_CONTACT_M) rolled more than
+  TIPPED_FOOT_DEG onto its side (a twisted foot; pitching onto the toes is walking);
+- root speed: the root moving faster than MAX_ROOT_SPEED (no runner does; a root of 1e30 in
+  a file does). This one is an error: such a reference cannot be played at all.
+
+Findings are dicts: check, body, first_s, last_s, frames (how many), worst (in the check's
+unit) and limit; `describe` turns one into a line.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ParameterError
+
+MAX_JOINT_SPEED = 40.0  # rad/s
+RANGE_SLACK_DEG = 15.0
+BELOW_FLOOR_M = 0.10
+FOOT_CONTACT_M = 0.03
+TIPPED_FOOT_DEG = 45.0
+MAX_ROOT_SPEED = 15.0  # m/s
+
+
+def _finding(check, body, bad: np.ndarray, values: np.ndarray, limit, fps, unit) -> dict:
+    frames = np.flatnonzero(bad)
+    return dict(check=check, body=body, first_s=round(frames[0] / fps, 3), last_s=round(frames[-1] / fps, 3),
+                frames=int(len(frames)), worst=round(float(np.max(values[bad])), 3), limit=limit, unit=unit)
+
+
+def check_reference(rig, ref) -> list[dict]:
+    """Findings for `ref` (module doc), most frames first; ParameterError for a root speed no
+    reference can have."""
+    from ..kinematics import BALL, FREE, HINGE
+
+    fps = ref.fps
+    out = []
+    speed = np.linalg.norm(ref.root_vel, axis=-1)
+    if not np.all(np.isfinite(speed)) or speed.max() > MAX_ROOT_SPEED:
+        k = int(np.argmax(np.where(np.isfinite(speed), speed, np.inf)))
+        raise ParameterError("clip", f"{ref.meta.get('source') or 'the clip'}: its root moves at "
+                             f"{speed[k]:.3g} m/s at {k / fps:.2f} s (no body moves faster than "
+                             f"{MAX_ROOT_SPEED:g} m/s): the file's root positions are broken or in the wrong units")
+    k = 0
+    for b, t in enumerate(rig.joint_type):
+        n = 6 if t == FREE else 3 if t == BALL else 1
+        name = rig.body_names[b]
+        if t != FREE:
+            w = np.linalg.norm(ref.qvel[:, k:k + n], axis=-1)
+            bad = w > MAX_JOINT_SPEED
+            if bad.any():
+                out.append(_finding("speed", name, bad, w, MAX_JOINT_SPEED, fps, "rad/s"))
+        if t == BALL:
+            angle = np.degrees(2 * np.arccos(np.clip(np.abs(ref.local_rot[:, b, 0]), 0.0, 1.0)))
+            cone = np.degrees(max(abs(rig.joint_lower[b]).max(), abs(rig.joint_upper[b]).max()))
+            over = angle - cone
+        elif t == HINGE:
+            qa = ref.q[:, _q_index(rig, b)]
+            lo, hi = np.degrees(rig.joint_lower[b, 0]), np.degrees(rig.joint_upper[b, 0])
+            over = np.maximum(lo - np.degrees(qa), np.degrees(qa) - hi)
+        else:
+            over = None
+        if over is not None and (over > RANGE_SLACK_DEG).any():
+            out.append(_finding("range", name, over > RANGE_SLACK_DEG, over, RANGE_SLACK_DEG, fps, "deg"))
+        k += n
+    for i, side in enumerate(("R", "L")):
+        h = ref.foot_height[:, i]
+        if (h < -BELOW_FLOOR_M).any():
+            out.append(_finding("floor", f"Talus{side}", h < -BELOW_FLOOR_M, -h, BELOW_FLOOR_M, fps, "m"))
+        b = rig.body_index(f"Talus{side}")
+        across = ref.body_rot[:, b] @ rig.body_rest_rot[b].T[:, 0]  # the rest foot's left, now
+        tilt = np.degrees(np.arcsin(np.clip(np.abs(across[:, 2]), 0.0, 1.0)))  # roll: toe-off pitch is fine
+        bad = (h < FOOT_CONTACT_M) & (tilt > TIPPED_FOOT_DEG)
+        if bad.sum() > 1:
+            out.append(_finding("tipped foot", f"Talus{side}", bad, tilt, TIPPED_FOOT_DEG, fps, "deg"))
+    return sorted(out, key=lambda f: -f["frames"])
+
+
+def _q_index(rig, b: int) -> int:
+    """Index in q of hinge body b's angle."""
+    from ..kinematics import BALL, FREE
+
+    k = 0
+    for j, t in enumerate(rig.joint_type):
+        if j == b:
+            return k
+        k += 7 if t == FREE else 4 if t == BALL else 1
+    raise IndexError(b)
+
+
+_WHAT = {"speed": "turns at up to {worst:.0f} {unit} (a body manages {limit:g})",
+         "range": "goes {worst:.0f} deg past the model's range",
+         "floor": "sinks up to {worst:.2f} m under the floor",
+         "tipped foot": "stands on the floor tipped {worst:.0f} deg onto its side"}
+
+
+def describe(f: dict) -> str:
+    """One line on a finding."""
+    when = f"at {f['first_s']:.2f} s" if f["frames"] == 1 else \
+        f"in {f['frames']} frames from {f['first_s']:.2f} to {f['last_s']:.2f} s"
+    return f"{f['body']} {_WHAT[f['check']].format(**f)} {when}"
+
+
+def summary_lines(checks, most: int = 3) -> list[str]:
+    """Lines on a reference's findings: the `most` that last longest, then how many more."""
+    checks = checks or []
+    out = [describe(f) for f in checks[:most]]
+    if len(checks) > most:
+        out.append(f"and {len(checks) - most} more (the reference's meta: checks)")
+    return out
