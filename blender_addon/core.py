@@ -139,11 +139,46 @@ def retargeter(arm, mapping: dict | None = None):
     if outside:
         raise ParameterError("mapping", f"bones {outside} are not in the main bone tree of {arm.name!r}")
     try:
-        return Retargeter.build(load_model(), skel, preset="map", mapping=mp, exact=True)
+        return _aligned_retargeter(arm, skel, mp)
     except ParameterError as e:
         raise ParameterError("mapping", f"armature {arm.name!r} cannot be mapped to the muscle model: "
                              f"{str(e).split(': ', 1)[-1]} (edit the bone map in the Sinew tab or "
                              "import a JSON map)") from None
+
+
+POSE_KEY = "sinew_source_pose"  # the pose an armature that does not rest standing is aligned on
+
+
+def _aligned_retargeter(arm, skel, mp):
+    """Retargeter.build for the armature. One whose rest pose does not stand (joint axes along
+    the bones, as a BVH of some libraries imports) is aligned on its action's most upright
+    frame (engine.motion.standing), and that pose is kept on the armature, so that the bake,
+    after the new Action replaces the old, maps back through the same alignment."""
+    import bpy
+
+    from .engine.motion import Retargeter
+    from .engine.motion.standing import RestPoseDoesNotStand, SourcePose
+
+    stored = arm.get(POSE_KEY)
+    pose = None
+    if stored:
+        try:
+            pose = SourcePose.from_meta(json.loads(stored), skel)
+        except (ValueError, KeyError, TypeError, ParameterError):
+            pose = None  # the armature changed since: found again below
+    try:
+        return Retargeter.build(load_model(), skel, preset="map", mapping=mp, exact=True, pose=pose)
+    except RestPoseDoesNotStand:
+        from .armature import action_motion
+
+        ad = arm.animation_data
+        if ad is None or ad.action is None:
+            raise
+        start, end = (int(round(f)) for f in ad.action.frame_range)
+        motion = action_motion(arm, skel, start, max(end, start + 1), scene_fps(bpy.context.scene))
+        rt = Retargeter.build(load_model(), skel, preset="map", mapping=mp, exact=True, motion=motion)
+        arm[POSE_KEY] = json.dumps(rt.pose.meta())
+        return rt
 
 
 def check_editable(arm) -> None:

@@ -19,10 +19,11 @@ import numpy as np
 
 try:  # the project's engine; in a Blender-like Python (tests/blender) only the installed extension has one
     from engine.motion import SourceMotion, SourceSkeleton, read_bvh, write_bvh
-    from engine.transforms import MIRROR_X, quat_conjugate, quat_multiply, quat_slerp
+    from engine.transforms import MIRROR_X, axis_angle_to_quat, quat_conjugate, quat_multiply, quat_rotate, quat_slerp
 except ImportError:
     from bl_ext.user_default.sinew.engine.motion import SourceMotion, SourceSkeleton, read_bvh, write_bvh
-    from bl_ext.user_default.sinew.engine.transforms import MIRROR_X, quat_conjugate, quat_multiply, quat_slerp
+    from bl_ext.user_default.sinew.engine.transforms import (MIRROR_X, axis_angle_to_quat, quat_conjugate,
+                                                             quat_multiply, quat_rotate, quat_slerp)
 
 MOTION_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "mass" / "motion"
 MOCAP_DIR = MOTION_DIR.parents[1] / "mocap"  # real captures from outside MASS (SOURCES.md there)
@@ -168,8 +169,6 @@ def bone_aligned(m: SourceMotion, twist_seed: int = 0) -> SourceMotion:
     a new root bone on the floor under the hips carries the travel, the hips hang from it by
     a translation, and every joint has position channels (its offset, to 1e-5 m).
     World positions and bone directions are the original's; only the axes differ."""
-    from engine.transforms import axis_angle_to_quat, quat_rotate
-
     skel = m.skeleton
     J = skel.num_bones
     W, H = m.fk()

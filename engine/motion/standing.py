@@ -38,6 +38,10 @@ STANCE_SPEED_WEIGHT = 0.1  # seconds: a foot moving 1 m/s counts as 10 cm above 
 MIN_BEND_DEG, MIN_BENT = 15.0, 5  # a knee or elbow tells its hinge when bent this far, this often
 
 
+class RestPoseDoesNotStand(ParameterError):
+    """A skeleton's rest pose does not stand, and no clip was given to find a pose in."""
+
+
 @dataclass
 class SourcePose:
     """World rotations (J, 4) and head positions (J, 3) of the source bones in the pose the
@@ -117,7 +121,7 @@ def source_pose(skeleton: SourceSkeleton, legs, trunk, feet, motion: SourceMotio
     if worst <= UPRIGHT_DEG:
         return SourcePose(rot, pos)
     if motion is None or motion.num_frames < 1:
-        raise ParameterError("skeleton", f"its rest pose does not stand (a leg or the trunk {worst:.0f} deg from "
+        raise RestPoseDoesNotStand("skeleton", f"its rest pose does not stand (a leg or the trunk {worst:.0f} deg from "
                              "vertical, as when joint axes run along the bones): it can be retargeted with a "
                              "clip, whose most upright frame then stands for the rest pose")
     F = motion.num_frames

@@ -1,0 +1,117 @@
+"""Benchmark: motion nobody here tuned for (issue 44), played as a user plays it.
+
+    python benchmarks/unseen_motion.py [--clips cmu_walk,kick,...] [--seconds own|S] [--out FILE.md]
+
+Every clip of the corpus in ../shared (the MASS clips beyond the bundled walk, the CMU walk
+and run, the Mixamo-named fixture) and transformed copies of them that stand for the defects
+real captures have (another library's bone-aligned joint axes with position channels on every
+joint, ZXY rotations and 30 fps; mirrored; retimed), each as `sinew simulate` plays it: no
+root residual, the balance planner on (one worker per core). Per clip: the kind, whether it
+fell or diverged (when), the mean joint error and root error against the clip, what the
+reference checks found, what was done with a clip that is not a loop, and the computing time
+per simulated second. `--seconds own` (the default) plays each clip for its own length; a
+number plays every clip that long (looped where it loops best, or held). Slow: ~20-30 s a
+simulated second on the 2-core machine, so the corpus at its own lengths takes ~15 minutes
+and at 20 s ~2 hours. Results: README, "Motion from outside".
+"""
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from engine.control.balance import default_workers  # noqa: E402
+from engine.control.tracking import TrackingParams  # noqa: E402
+from engine.fatigue import FatigueParams  # noqa: E402
+from engine.motion import read_bvh, write_bvh  # noqa: E402
+from engine.rig import load_rig  # noqa: E402
+from engine.take import check_balance, simulate  # noqa: E402
+
+SHARED = REPO.parent / "shared" / "reference"
+MASS, MOCAP = SHARED / "mass" / "motion", SHARED / "mocap"
+
+# name: (kind, how the clip is made)
+CLIPS = {
+    "walk": ("walk", lambda d: MASS / "walk.bvh"),
+    "cmu_walk": ("walk", lambda d: MOCAP / "cmu_07_01_walk.bvh"),
+    "cmu_walk_mirrored_60fps": ("walk", lambda d: _made(d, "cmu_walk_m60", MOCAP / "cmu_07_01_walk.bvh",
+                                                       mirror=True, fps=60)),
+    "walk_bone_axes_30fps": ("walk", lambda d: _made(d, "walk_aligned", MASS / "walk.bvh", aligned=True, fps=30)),
+    "mixamo_fixture": ("other", lambda d: MOCAP / "mixamo_test_freebvh.bvh"),
+    "cmu_run": ("jog/run", lambda d: MOCAP / "cmu_009_09_01.bvh"),
+    "run_bone_axes_30fps": ("jog/run", lambda d: _made(d, "run_aligned", MASS / "run.bvh", aligned=True, fps=30)),
+    "kick": ("kick", lambda d: MASS / "kick.bvh"),
+    "kick_bone_axes_30fps": ("kick", lambda d: _made(d, "kick_aligned", MASS / "kick.bvh", aligned=True, fps=30)),
+    "dance": ("dance", lambda d: MASS / "dance.bvh"),
+    "balance": ("balance", lambda d: MASS / "balance.bvh"),
+    "pirouette": ("turn", lambda d: MASS / "pirouette.bvh"),
+    "cartwheel": ("acrobatics", lambda d: MASS / "cart.bvh"),
+    "backflip": ("acrobatics", lambda d: MASS / "backflip.bvh"),
+}
+
+
+def _made(folder: Path, name: str, source: Path, aligned=False, mirror=False, fps=None) -> Path:
+    from tests import clips
+
+    m = read_bvh(source)
+    if mirror:
+        m = clips.mirror(m)
+    if fps:
+        m = clips.resample(m, fps)
+    path = folder / f"{name}.bvh"
+    if aligned:
+        write_bvh(path, clips.bone_aligned(m), channel_order="ZXY")
+    else:
+        write_bvh(path, m)
+    return path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--clips", default=",".join(CLIPS), help="comma-separated, of: " + ", ".join(CLIPS))
+    ap.add_argument("--seconds", default="own", help="'own' (each clip's length) or seconds for every clip")
+    ap.add_argument("--workers", type=int, default=default_workers())
+    ap.add_argument("--out", default=None, help="also write the table to this markdown file")
+    a = ap.parse_args()
+    from engine.control.plan import load_clip
+    from engine.motion.checks import summary_lines
+    from engine.take_report import loop_notes
+
+    rig = load_rig()
+    balance, residual = check_balance("tracking", True, None, a.workers)
+    rows = ["| clip | kind | seconds | result | joint error | root error | checks | not a loop | s a simulated s |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in a.clips.split(","):
+            kind, make = CLIPS[name]
+            path = make(Path(tmp))
+            ref, _ = load_clip(rig, path)
+            seconds = ref.seconds if a.seconds == "own" else float(a.seconds)
+            t0 = time.perf_counter()
+            take = simulate(rig, [(path, seconds)], fatigue=FatigueParams(scale=1.0),
+                            params=TrackingParams(residual=residual, balance=balance), progress=lambda f: None)
+            wall = time.perf_counter() - t0
+            s = take.meta["summary"]
+            result = (f"diverged at {s['stopped_at_s']:.2f} s" if s["diverged"] else
+                      f"fell at {s['stopped_at_s']:.1f} s" if s["fell"] else "no fall")
+            found = len(take.meta["clips"][0].get("checks") or [])
+            note = "; ".join(n for _, n in loop_notes(take)) or "-"
+            cost = wall / max(take.meta["simulated_seconds"], 1e-9)
+            rows.append(f"| {name} | {kind} | {seconds:.1f} | {result} | {s['joint_err_deg_mean']:.1f} deg | "
+                        f"{s['root_err_cm_mean']:.0f} cm | {found} | {note} | {cost:.0f} |")
+            print(rows[-1], flush=True)
+            for line in summary_lines(take.meta["clips"][0].get("checks"), most=2):
+                print("    check:", line, flush=True)
+    print("\n".join(rows))
+    if a.out:
+        Path(a.out).write_text("\n".join(rows) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

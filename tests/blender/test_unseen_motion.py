@@ -1,0 +1,51 @@
+"""Mocap from another library in Blender (issue 44): a clip whose joint axes run along its
+bones, imported with Blender's own BVH importer, rests as a line of bones, not a standing
+pose. The Retarget button aligns it on its action's most upright frame, keeps that pose on the
+armature, and the take simulates and bakes back through the same alignment."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from .conftest import WALK, bpy, sub
+
+
+@pytest.fixture
+def bone_axes_walk(tmp_path, sinew):
+    """The bundled walk at 30 fps with bone-aligned axes, ZXY and position channels on every
+    joint (tests/clips.py, made with the installed extension's engine)."""
+    from ..clips import bone_aligned, resample
+    from bl_ext.user_default.sinew.engine.motion import read_bvh, write_bvh
+
+    path = tmp_path / "aligned_walk.bvh"
+    write_bvh(path, bone_aligned(resample(read_bvh(WALK), 30)), channel_order="ZXY")
+    return path
+
+
+@pytest.mark.smoke
+def test_an_armature_that_rests_as_a_line_retargets_simulates_and_bakes(sinew, fresh, bone_axes_walk):
+    import addon_utils
+
+    core = sub(sinew, "core")
+    addon_utils.enable("io_anim_bvh", default_set=True)
+    bpy.ops.import_anim.bvh(filepath=str(bone_axes_walk), global_scale=0.01, update_scene_fps=True,
+                            update_scene_duration=True, axis_forward="-Z", axis_up="Y")
+    arm = bpy.context.active_object
+    heads = np.array([b.head_local for b in arm.data.bones])[1:]  # the root bone is on the floor
+    assert np.ptp(heads[:, 2]) < 0.2 and np.ptp(heads[:, 0]) + np.ptp(heads[:, 1]) > 1.0  # it rests lying down
+    original = arm.animation_data.action
+    s = bpy.context.scene.sinew
+    s.armature = arm
+    assert bpy.ops.sinew.retarget() == {"FINISHED"}
+    pose = json.loads(arm[core.POSE_KEY])
+    assert pose["frame"] >= 0 and len(pose["rotations"]) == len(arm.data.bones)
+    s.clip_source, s.length_mode, s.seconds, s.fatigue_scale = "ACTION", "SECONDS", 0.5, 0.0
+    assert bpy.ops.sinew.simulate() == {"FINISHED"}, s.last_report
+    take = json.loads(arm.animation_data.action["sinew_take"])
+    assert arm.animation_data.action != original and not take["summary"]["fell"]
+    assert take["summary"]["joint_err_deg_mean"] < 8.0
+    # the bake went back through the pose kept on the armature: the baked hips follow the clip's
+    rt = core.retargeter(arm)
+    assert rt.pose.frame == pose["frame"]
