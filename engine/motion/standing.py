@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ParameterError
+from ..transforms import quat_conjugate, quat_rotate
 from .skeleton import SourceMotion, SourceSkeleton
 
 UPRIGHT_DEG = 35.0  # legs and trunk of a standing rest pose, from vertical at most
@@ -121,9 +122,10 @@ def source_pose(skeleton: SourceSkeleton, legs, trunk, feet, motion: SourceMotio
     if worst <= UPRIGHT_DEG:
         return SourcePose(rot, pos)
     if motion is None or motion.num_frames < 1:
-        raise RestPoseDoesNotStand("skeleton", f"its rest pose does not stand (a leg or the trunk {worst:.0f} deg from "
-                             "vertical, as when joint axes run along the bones): it can be retargeted with a "
-                             "clip, whose most upright frame then stands for the rest pose")
+        raise RestPoseDoesNotStand(
+            "skeleton", f"its rest pose does not stand (a leg or the trunk {worst:.0f} deg from vertical, as when "
+            "joint axes run along the bones): it can be retargeted with a clip, whose most upright frame then "
+            "stands for the rest pose")
     F = motion.num_frames
     idx = np.unique(np.linspace(0, F - 1, min(F, SAMPLES)).round().astype(int))
     nxt = np.where(idx + 1 < F, idx + 1, np.maximum(idx - 1, 0))  # a neighbour, for speeds
@@ -134,8 +136,9 @@ def source_pose(skeleton: SourceSkeleton, legs, trunk, feet, motion: SourceMotio
     foot_frames = {}
     step = np.maximum(np.abs(nxt - idx), 1)[:, None] * motion.frame_time
     for ankle, toe in feet:
-        height = sum(P[:n, b, 2] - P[:n, b, 2].min() for b in (ankle, toe))
-        speed = sum(np.linalg.norm(P[n:, b, :2] - P[:n, b, :2], axis=-1) / step[:, 0] for b in (ankle, toe))
+        ends = [b for b in (ankle, toe) if b >= 0]  # a foot without a toe bone: its ankle alone
+        height = sum(P[:n, b, 2] - P[:n, b, 2].min() for b in ends)
+        speed = sum(np.linalg.norm(P[n:, b, :2] - P[:n, b, :2], axis=-1) / step[:, 0] for b in ends)
         k = int(np.argmin(height + STANCE_SPEED_WEIGHT * speed))
         for b in _subtree(skeleton, ankle):
             rot[b] = W[k, b]
@@ -146,8 +149,6 @@ def source_pose(skeleton: SourceSkeleton, legs, trunk, feet, motion: SourceMotio
 def _bends(W: np.ndarray, P: np.ndarray, limbs) -> dict:
     """{bone: unit normal of the chain's bend plane in the bone's frame} for both bones a and
     b of each chain (a, b, c) that bends by more than MIN_BEND_DEG in at least MIN_BENT frames."""
-    from ..transforms import quat_conjugate, quat_rotate
-
     out = {}
     for a, b, c in limbs:
         n = np.cross(P[:, b] - P[:, a], P[:, c] - P[:, b])
