@@ -474,7 +474,8 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         fps=fps, seed=int(seed), controller=controller, backend=backend, rig=rig.name, strength=rig.strength,
         clips=[dict(name=name, seconds=float(sec), frames=int(ref.num_frames),
                     source=str(src) if not hasattr(src, "meta") else name,
-                    calibration=ref.meta.get("calibration"), checks=ref.meta.get("checks") or [])
+                    calibration=ref.meta.get("calibration"), checks=ref.meta.get("checks") or [],
+                    repaired=ref.meta.get("repaired") or [])
                for (ref, sec, name), (src, _) in zip(refs, clips)],
         fatigue=asdict(fatigue), tracking=_params_dict(params) if controller == "tracking" else None,
         policy=dict(mode=mode, noise_scale=ctrl.noise_scale, goals=[g.as_dict() for g in goals],

@@ -19,7 +19,10 @@ def extra_lines(take) -> list[str]:
             for c in take.meta["clips"] if c.get("calibration")]
     out += [f"loop        {Path(n).name}: {note}" for n, note in loop_notes(take)]
     from .motion.checks import summary_lines as check_lines
+    from .motion.cleanup import describe as repaired
 
+    out += [f"repaired    {Path(c['source']).name}: {repaired(c['repaired'])}" for c in take.meta["clips"]
+            if c.get("repaired")]
     out += [f"check       {Path(c['source']).name}: {line}" for c in take.meta["clips"]
             for line in check_lines(c.get("checks"))]
     out += [f"push        {push(r)}" for r in take.meta["summary"].get("pushes", [])]

@@ -50,9 +50,8 @@ def check_reference(rig, ref) -> list[dict]:
         raise ParameterError("clip", f"{ref.meta.get('source') or 'the clip'}: its root moves at "
                              f"{speed[k]:.3g} m/s at {k / fps:.2f} s (no body moves faster than "
                              f"{MAX_ROOT_SPEED:g} m/s): the file's root positions are broken or in the wrong units")
-    k = 0
     for b, t in enumerate(rig.joint_type):
-        n = 6 if t == FREE else 3 if t == BALL else 1
+        k, n = rig.dof_start[b], rig.dof_start[b + 1] - rig.dof_start[b]
         name = rig.body_names[b]
         if t != FREE:
             w = np.linalg.norm(ref.qvel[:, k:k + n], axis=-1)
@@ -64,14 +63,12 @@ def check_reference(rig, ref) -> list[dict]:
             cone = np.degrees(max(abs(rig.joint_lower[b]).max(), abs(rig.joint_upper[b]).max()))
             over = angle - cone
         elif t == HINGE:
-            qa = ref.q[:, _q_index(rig, b)]
-            lo, hi = np.degrees(rig.joint_lower[b, 0]), np.degrees(rig.joint_upper[b, 0])
-            over = np.maximum(lo - np.degrees(qa), np.degrees(qa) - hi)
+            qa = np.degrees(ref.q[:, rig.q_start[b]])
+            over = np.maximum(np.degrees(rig.joint_lower[b, 0]) - qa, qa - np.degrees(rig.joint_upper[b, 0]))
         else:
             over = None
         if over is not None and (over > RANGE_SLACK_DEG).any():
             out.append(_finding("range", name, over > RANGE_SLACK_DEG, over, RANGE_SLACK_DEG, fps, "deg"))
-        k += n
     for i, side in enumerate(("R", "L")):
         h = ref.foot_height[:, i]
         if (h < -BELOW_FLOOR_M).any():
@@ -83,18 +80,6 @@ def check_reference(rig, ref) -> list[dict]:
         if bad.sum() > 1:
             out.append(_finding("tipped foot", f"Talus{side}", bad, tilt, TIPPED_FOOT_DEG, fps, "deg"))
     return sorted(out, key=lambda f: -f["frames"])
-
-
-def _q_index(rig, b: int) -> int:
-    """Index in q of hinge body b's angle."""
-    from ..kinematics import BALL, FREE
-
-    k = 0
-    for j, t in enumerate(rig.joint_type):
-        if j == b:
-            return k
-        k += 7 if t == FREE else 4 if t == BALL else 1
-    raise IndexError(b)
 
 
 _WHAT = {"speed": "turns at up to {worst:.0f} {unit} (a body manages {limit:g})",

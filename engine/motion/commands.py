@@ -38,6 +38,7 @@ EPILOG_PREVIEW = """examples:
 def _summary_lines(ref, out: Path | None) -> list[str]:
     from .calibration import describe
     from .checks import summary_lines
+    from .cleanup import describe as repaired
 
     s = ref.summary()
     m = ref.meta
@@ -57,6 +58,8 @@ def _summary_lines(ref, out: Path | None) -> list[str]:
         at = pose["frame"] / float(m.get("source_fps") or 1.0)
         lines.append(f"aligned on  the clip at {at:.2f} s (frame {pose['frame']}): the skeleton's rest pose does not "
                      "stand (joint axes along the bones); each foot on its flattest stance frame")
+    if m.get("repaired"):
+        lines.append(f"repaired    {repaired(m['repaired'])}")
     lines += [f"check       {line}" for line in summary_lines(m.get("checks"))]
     if out is not None:
         lines.append(f"reference   {out}")

@@ -45,6 +45,7 @@ from ..transforms import (
 )
 from .calibration import Calibration, detect_calibration, skip_frames
 from .checks import check_reference
+from .cleanup import repair_spikes
 from .presets import resolve_mapping
 from .reference import Reference, foot_tracks, motion_metrics
 from .skeleton import SourceMotion, SourceSkeleton
@@ -424,6 +425,7 @@ class Retargeter:
         cal = self.calibration(motion)
         if not keep_calibration:
             motion = skip_frames(motion, cal.frames)
+        motion, repaired = repair_spikes(motion)
         if abs(motion.fps - fps) > 1e-6 * fps:
             motion = motion.resample(fps)
         W, hips = self.source_fk(motion)
@@ -462,6 +464,7 @@ class Retargeter:
             source_fps=round(float(source_fps), 6),
             calibration=cal.meta(skipped=not keep_calibration),
             source_pose=self.pose.meta(),
+            repaired=repaired,
             hinge_off_axis_deg=off_deg,
             retarget_seconds=round(time.perf_counter() - t0, 3),
         )
