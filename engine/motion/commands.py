@@ -54,7 +54,7 @@ def _summary_lines(ref, out: Path | None) -> list[str]:
     if m.get("calibration"):
         lines.append(f"calibration {describe(m['calibration'])}")
     pose = m.get("source_pose")
-    if pose:
+    if pose and pose.get("frame") is not None:
         at = pose["frame"] / float(m.get("source_fps") or 1.0)
         lines.append(f"aligned on  the clip at {at:.2f} s (frame {pose['frame']}): the skeleton's rest pose does not "
                      "stand (joint axes along the bones); each foot on its flattest stance frame")

@@ -52,6 +52,7 @@ from .skeleton import SourceMotion, SourceSkeleton
 from .standing import SourcePose, source_pose
 
 REFERENCE_FPS = 120.0
+TWIST_TRUST_DEG = 15.0  # a rest pose's limb twist is kept unless the clip's hinges say it is off by more
 STANCE_SPEED_MPS = 0.3  # a foot point slower than this (horizontally) is planted
 _CHUNK = 256  # frames per block when computing muscle lengths
 
@@ -142,12 +143,14 @@ _BENDS = {f"{b}{s}": (f"{p}{s}", f"{h}{s}", f"{d}{s}", w)
 
 
 def _model_bend(rig, b: int) -> np.ndarray:
-    """Normal of the plane body b's limb bends in, in the model's rest pose (world axes)."""
+    """Normal of the plane body b's limb bends in, in the model's rest pose (world axes): the
+    hinge's axis, signed as (proximal bone) x (distal bone, flexed)."""
     p, h, d, way = _BENDS[rig.body_names[b]]
     J, bi = rig.joint_pos, rig.body_index
     prox, dist = J[bi(h)] - J[bi(p)], J[bi(d)] - J[bi(h)]
     flexed = dist / np.linalg.norm(dist) + 0.3 * way * np.array([0.0, 1.0, 0.0])
-    return np.cross(prox, flexed)
+    axis = rig.joint_axis[bi(h)]  # joint frames are world-aligned at rest
+    return axis * np.sign(axis @ np.cross(prox, flexed))
 
 
 def _frame2(d: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -333,9 +336,14 @@ class Retargeter:
                     A[b] = _aim(d_m, d_s)
                 bend = (pose.bends or {}).get(int(src[b]))
                 if bend is not None and rig.body_names[b] in _BENDS:
-                    # twist from the hinge the bone bends about (engine.motion.standing)
+                    # twist from the hinge the bone bends about (engine.motion.standing); a
+                    # standing rest pose's own twist is trusted unless the hinge is far off it
+                    # (CMU's arms rest turned 30 deg from how their elbows bend)
                     n_s = quat_rotate(quat_multiply(Fq, W0[src[b]]), bend)
-                    A[b] = matrix_to_quat(_frame2(d_s, n_s) @ _frame2(d_m, _model_bend(rig, b)).T)
+                    hinged = matrix_to_quat(_frame2(d_s, n_s) @ _frame2(d_m, _model_bend(rig, b)).T)
+                    off = 2 * np.degrees(np.arccos(min(abs(float(hinged @ A[b])), 1.0)))
+                    if pose.frame is not None or off > TWIST_TRUST_DEG:
+                        A[b] = hinged
 
         height = float(np.ptp(P0[:, 2]))
         return cls(rig, skeleton, mp, label, Fq, scale, A, src, hinge_axes(rig), height, float(src_leg), pose)

@@ -17,9 +17,10 @@ its zero rotations are no pose at all. For those the clip itself gives the pose:
 A rest pose stands when both legs hang within UPRIGHT_DEG of straight down and the trunk is
 within UPRIGHT_DEG of straight up.
 
-A rest pose also tells each bone's twist (which side of a thigh faces forward); a frame of
-a walk does not (an arm swings and turns). For a pose taken from the clip, the twist of the
-limb bones comes from their hinges instead: over the clip, the normal of the plane a knee or
+A rest pose also tells each bone's twist (which side of a thigh faces forward), if the
+skeleton's rest pose twists its limbs as the model's does (CMU's turns its arms 30 deg
+otherwise); a frame of a walk does not (an arm swings and turns). So the twist of the limb
+bones can come from their hinges instead: over the clip, the normal of the plane a knee or
 elbow bends in ((hip -> knee) x (knee -> ankle)), weighted by how far it bends, is fixed in
 the thigh's and the shank's own frames. `bends` keeps it, per bone, in that bone's frame.
 """
@@ -57,10 +58,10 @@ class SourcePose:
     bends: dict | None = None  # {bone: (3,) unit bend-plane normal in the bone's own frame}
 
     def meta(self) -> dict | None:
-        """What a reference records to rebuild this pose (None: the rest pose)."""
-        if self.frame is None:
+        """What a reference records to rebuild this pose (None: the rest pose as it is)."""
+        if self.frame is None and not self.bends:
             return None
-        return dict(frame=int(self.frame), feet={str(k): int(v) for k, v in (self.feet or {}).items()},
+        return dict(frame=None if self.frame is None else int(self.frame), feet={str(k): int(v) for k, v in (self.feet or {}).items()},
                     bends={str(k): np.round(v, 10).tolist() for k, v in (self.bends or {}).items()},
                     rotations=np.round(self.rot, 10).tolist(), positions=np.round(self.pos, 10).tolist())
 
@@ -69,7 +70,8 @@ class SourcePose:
         rot, pos = np.asarray(meta["rotations"], float), np.asarray(meta["positions"], float)
         if rot.shape != (skeleton.num_bones, 4) or pos.shape != (skeleton.num_bones, 3):
             raise ParameterError("source_pose", f"recorded for {len(rot)} bones, the skeleton has {skeleton.num_bones}")
-        return cls(rot, pos, int(meta["frame"]), {int(k): int(v) for k, v in meta.get("feet", {}).items()},
+        frame = meta.get("frame")
+        return cls(rot, pos, None if frame is None else int(frame), {int(k): int(v) for k, v in meta.get("feet", {}).items()},
                    {int(k): np.asarray(v, float) for k, v in meta.get("bends", {}).items()})
 
 
@@ -120,7 +122,12 @@ def source_pose(skeleton: SourceSkeleton, legs, trunk, feet, motion: SourceMotio
     rot, pos = skeleton.rest_pose()
     worst = float(uprightness_deg(pos, legs, trunk))
     if worst <= UPRIGHT_DEG:
-        return SourcePose(rot, pos)
+        if motion is None or motion.num_frames < 1:
+            return SourcePose(rot, pos)
+        F = motion.num_frames
+        idx = np.unique(np.linspace(0, F - 1, min(F, SAMPLES)).round().astype(int))
+        W, P = _frames(motion, idx).fk()
+        return SourcePose(rot, pos, bends=_bends(W, P, limbs))
     if motion is None or motion.num_frames < 1:
         raise RestPoseDoesNotStand(
             "skeleton", f"its rest pose does not stand (a leg or the trunk {worst:.0f} deg from vertical, as when "
