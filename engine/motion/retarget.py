@@ -60,6 +60,7 @@ _CHUNK = 256  # frames per block when computing muscle lengths
 _DIRECTION = {"Torso": ["Neck"], "TalusR": ["FootThumbR", "FootPinkyR"],
               "TalusL": ["FootThumbL", "FootPinkyL"]}
 _FEET = ("TalusR", "TalusL")
+_NEUTRAL = ("Spine", "Torso", "Neck", "Head", "ShoulderR", "ShoulderL")
 
 
 def _swing(u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -316,6 +317,12 @@ class Retargeter:
                 if len(kids) == 1 and tip is not None:
                     d_m = J[kids[0]] - J[b]
                     d_s = tip - P[s]
+            if pose.frame is None and rig.body_names[b] in _NEUTRAL:
+                # Both rest poses hold the spine, neck and collarbones in their neutral place,
+                # but each skeleton puts these joints elsewhere (CMU's collarbone line is 22 deg
+                # off the model's, its neck 23 deg): aimed at one another, they would shrug the
+                # model's shoulders and bow its head. A frame of a clip is not neutral: aimed.
+                continue
             if rig.body_names[b] in _FEET:
                 # Both poses stand with the soles flat and the feet forward; their ankle -> toe
                 # joint lines differ with where each skeleton puts its joints. A foot taken
