@@ -52,7 +52,8 @@ from .skeleton import SourceMotion, SourceSkeleton
 from .standing import SourcePose, source_pose
 
 REFERENCE_FPS = 120.0
-TWIST_TRUST_DEG = 15.0  # a rest pose's limb twist is kept unless the clip's hinges say it is off by more
+TWIST_TRUST_DEG = 15.0
+NEUTRAL_SLACK_DEG = 2.0  # a rest pose's trunk or collarbone aimed further than this from its parent keeps the parent's  # a rest pose's limb twist is kept unless the clip's hinges say it is off by more
 STANCE_SPEED_MPS = 0.3  # a foot point slower than this (horizontally) is planted
 _CHUNK = 256  # frames per block when computing muscle lengths
 
@@ -317,12 +318,6 @@ class Retargeter:
                 if len(kids) == 1 and tip is not None:
                     d_m = J[kids[0]] - J[b]
                     d_s = tip - P[s]
-            if pose.frame is None and rig.body_names[b] in _NEUTRAL:
-                # Both rest poses hold the spine, neck and collarbones in their neutral place,
-                # but each skeleton puts these joints elsewhere (CMU's collarbone line is 22 deg
-                # off the model's, its neck 23 deg): aimed at one another, they would shrug the
-                # model's shoulders and bow its head. A frame of a clip is not neutral: aimed.
-                continue
             if rig.body_names[b] in _FEET:
                 # Both poses stand with the soles flat and the feet forward; their ankle -> toe
                 # joint lines differ with where each skeleton puts its joints. A foot taken
@@ -351,6 +346,15 @@ class Retargeter:
                     off = 2 * np.degrees(np.arccos(min(abs(float(hinged @ A[b])), 1.0)))
                     if pose.frame is not None or off > TWIST_TRUST_DEG:
                         A[b] = hinged
+                if pose.frame is None and rig.body_names[b] in _NEUTRAL and \
+                        2 * np.degrees(np.arccos(min(abs(float(A[b] @ A[p])), 1.0))) > NEUTRAL_SLACK_DEG:
+                    # Both rest poses hold the spine, neck and collarbones in their neutral
+                    # place, but a skeleton built otherwise puts these joints elsewhere (CMU's
+                    # collarbone line is 22 deg off the model's, its neck 23): aimed at one
+                    # another they would shrug the model's shoulders and bow its head, so they
+                    # keep their parent's alignment. (MASS's own are within 0.4 deg: aimed as
+                    # ever.) A frame of a clip is not neutral: aimed.
+                    A[b] = A[p]
 
         height = float(np.ptp(P0[:, 2]))
         return cls(rig, skeleton, mp, label, Fq, scale, A, src, hinge_axes(rig), height, float(src_leg), pose)
