@@ -121,6 +121,22 @@ def quat_rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     return v + w * t + np.cross(u, t)
 
 
+def quat_angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Angle (radians, in [0, pi]) of the rotation between unit quaternions a and b (..., 4);
+    q and -q are the same rotation."""
+    d = np.abs(np.sum(np.asarray(a, dtype=float) * np.asarray(b, dtype=float), axis=-1))
+    return 2.0 * np.arccos(np.minimum(d, 1.0))
+
+
+def quat_heading(q: np.ndarray) -> np.ndarray:
+    """Heading angle about +Z (radians, (...,)) of rotations q (..., 4): where the rotated -Y
+    axis (the model's forward at rest) points in the ground plane."""
+    q = np.asarray(q, dtype=float)
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    # R @ [0, -1, 0] = -(second column of R)
+    return np.arctan2(-(1 - 2 * (x * x + z * z)), -(2 * (x * y - w * z)))
+
+
 def axis_angle_to_quat(rotvec: np.ndarray) -> np.ndarray:
     rotvec = np.asarray(rotvec, dtype=float)
     theta = np.linalg.norm(rotvec, axis=-1, keepdims=True)

@@ -151,15 +151,12 @@ def insert_pose(m: SourceMotion, kind: str = "T", frames: int = 1, ease: int = 0
 
 def reverse(m: SourceMotion) -> SourceMotion:
     """The clip played backwards."""
-    local = None if m.local_translations is None else m.local_translations[::-1]
-    return SourceMotion(m.skeleton, m.rotations[::-1], m.root_translation[::-1], m.frame_time, local)
+    return m.frames(slice(None, None, -1))
 
 
 def start_at(m: SourceMotion, phase: float) -> SourceMotion:
     """The clip from `phase` (0..1) of its length on: a capture that starts mid-motion."""
-    k = int(round(phase * (m.num_frames - 1)))
-    local = None if m.local_translations is None else m.local_translations[k:]
-    return SourceMotion(m.skeleton, m.rotations[k:], m.root_translation[k:], m.frame_time, local)
+    return m.frames(slice(int(round(phase * (m.num_frames - 1))), None))
 
 
 def bone_aligned(m: SourceMotion, twist_seed: int = 0) -> SourceMotion:

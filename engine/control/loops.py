@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kinematics import FREE
+from ..transforms import quat_heading, quat_multiply
+
 SEAM_VELOCITY_S = 0.1  # a joint velocity difference of 1 rad/s weighs as 0.1 rad of pose
 HEIGHT_DEG_PER_M = 100.0  # 1 cm of root height weighs as 1 deg
 MIN_LOOP_SHARE, MIN_LOOP_S = 0.5, 0.8  # a loop keeps at least this much of the clip
@@ -26,15 +29,10 @@ def _features(ref) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per frame: the joint rotations and the root's tilt (F, B, 4) quaternions, the root
     height (F,) and the joint velocities (F, nv - 6)."""
     rot = np.array(ref.local_rot, dtype=float)
-    root = rot[:, 0]
     # the root's heading removed: turn about +Z so its forward (-Y) points along -Y
-    w, x, y, z = root.T
-    fx, fy = -(2 * (x * y - w * z)), -(1 - 2 * (x * x + z * z))
-    yaw = np.arctan2(fy, fx) - np.arctan2(-1.0, 0.0)
-    turn = np.stack([np.cos(-yaw / 2), 0 * yaw, 0 * yaw, np.sin(-yaw / 2)], -1)
-    from ..transforms import quat_multiply
-
-    rot[:, 0] = quat_multiply(turn, root)
+    yaw = quat_heading(rot[:, 0]) - np.arctan2(-1.0, 0.0)
+    zero = np.zeros_like(yaw)
+    rot[:, 0] = quat_multiply(np.stack([np.cos(-yaw / 2), zero, zero, np.sin(-yaw / 2)], -1), rot[:, 0])
     return rot, np.asarray(ref.root_pos[:, 2], float), np.asarray(ref.qvel[:, 6:], float)
 
 
@@ -86,15 +84,12 @@ def seam_size_deg(rig, dv: np.ndarray) -> float:
     """seam_deg's pose part (no velocities) of a velocity-space displacement dv (nv,) from one
     frame to another: RMS over the joints of each joint's rotation angle and the root's tilt,
     with the root height at HEIGHT_DEG_PER_M; where it stands and faces do not count."""
-    from ..kinematics import BALL, FREE
-
-    parts, k = [], 0
-    for t in rig.joint_type:
-        n = 6 if t == FREE else 3 if t == BALL else 1
+    parts, height = [], 0.0
+    for b, t in enumerate(rig.joint_type):
+        k, end = rig.dof_start[b], rig.dof_start[b + 1]
         if t == FREE:
             parts.append(np.linalg.norm(dv[k + 3:k + 5]))  # tilt: about the root's own x and y
             height = abs(dv[k + 2]) * HEIGHT_DEG_PER_M
         else:
-            parts.append(np.linalg.norm(dv[k:k + n]))
-        k += n
+            parts.append(np.linalg.norm(dv[k:end]))
     return float(np.sqrt(np.mean(np.degrees(parts) ** 2) + height ** 2))

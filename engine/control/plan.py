@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import InputFileError, ParameterError
 from ..motion.reference import Reference
 from ..rig import Rig
+from ..transforms import quat_heading
 from .loops import best_loop, seam_size_deg
 
 PHYSICS_HZ = 120.0
@@ -70,13 +71,8 @@ class QSpace:
 
 
 def _yaw(quat: np.ndarray) -> float:
-    """Heading angle about +Z of a root orientation (w, x, y, z): the direction the root's
-    -Y axis (the model's forward at rest) points in the ground plane."""
-    w, x, y, z = quat
-    # R @ [0, -1, 0] = -(second column of R)
-    fx = -(2 * (x * y - w * z))
-    fy = -(1 - 2 * (x * x + z * z))
-    return float(np.arctan2(fy, fx))
+    """Heading angle about +Z of a root orientation (w, x, y, z) (transforms.quat_heading)."""
+    return float(quat_heading(quat))
 
 
 def _zquat(angle: float) -> np.ndarray:
@@ -238,8 +234,8 @@ class CyclicClip:
         self.once, self.loop = False, None
         ends = seam_size_deg(space.rig, self.seam)
         if loops is not None and ends > SEAM_OK_DEG:
-            i, j, best = best_loop(ref) if loops else (0, F, np.inf)
-            if loops and best <= SEAM_MAX_DEG and best < ends:
+            i, j, best = best_loop(ref) if loops else (0, F, None)
+            if best is not None and best <= SEAM_MAX_DEG and best < ends:
                 q0, v0 = q0[i:j], v0[i:j]
                 self._close(q0, v0)
                 self.loop = dict(kind="loop", start_s=round(i / fps, 4), end_s=round(j / fps, 4),
@@ -247,7 +243,7 @@ class CyclicClip:
             else:
                 self.once = True
                 self.loop = dict(kind="held" if loops else "once", ends_deg=round(ends, 2),
-                                 best_seam_deg=round(float(best), 2) if loops else None)
+                                 best_seam_deg=None if best is None else round(float(best), 2))
         F = len(q0)
         q = q0.copy() if self.once else np.stack([space.add(q0[i], (i / F) * self.seam) for i in range(F)])
         self.grounding = None  # what engine.control.grounding moved, when it did

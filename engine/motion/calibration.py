@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..transforms import quat_angle
 from .skeleton import SourceMotion
 
 JUMP_MIN_DEG = 10.0  # deg RMS over the bones, in one frame
@@ -73,15 +74,9 @@ class Calibration:
                     distance_deg=round(self.distance_deg, 2), eased=self.eased, skipped=bool(skipped))
 
 
-def _angles_deg(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Rotation angle between quaternions a and b (..., 4) -> (...), degrees."""
-    d = np.abs(np.sum(a * b, axis=-1))
-    return np.degrees(2.0 * np.arccos(np.minimum(d, 1.0)))
-
-
 def pose_distance_deg(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """RMS over bones of the angle between poses a and b ((..., J, 4) quaternions)."""
-    return np.sqrt(np.mean(_angles_deg(a, b) ** 2, axis=-1))
+    return np.sqrt(np.mean(np.degrees(quat_angle(a, b)) ** 2, axis=-1))
 
 
 def pose_change_deg(rotations: np.ndarray) -> np.ndarray:
@@ -91,10 +86,7 @@ def pose_change_deg(rotations: np.ndarray) -> np.ndarray:
 
 def _heads(motion: SourceMotion, start: int, stop: int) -> np.ndarray:
     """World head positions (n, J, 3) of frames start..stop-1."""
-    local = motion.local_translations
-    part = SourceMotion(motion.skeleton, motion.rotations[start:stop], motion.root_translation[start:stop],
-                        motion.frame_time, None if local is None else local[start:stop])
-    return part.fk()[1]
+    return motion.frames(slice(start, stop)).fk()[1]
 
 
 def arm_drop_deg(motion: SourceMotion, frame: int, arms) -> list[float]:
@@ -211,11 +203,7 @@ def _ease(motion, R, d, start, end, last, pose) -> Calibration:
 
 def skip_frames(motion: SourceMotion, frames: int) -> SourceMotion:
     """`motion` without its first `frames` frames."""
-    if frames <= 0:
-        return motion
-    local = motion.local_translations
-    return SourceMotion(motion.skeleton, motion.rotations[frames:], motion.root_translation[frames:],
-                        motion.frame_time, None if local is None else local[frames:])
+    return motion if frames <= 0 else motion.frames(slice(frames, None))
 
 
 def describe(cal: dict | None, flag: str = "--keep-calibration") -> str:

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..transforms import quat_slerp
-from .calibration import _angles_deg
+from ..transforms import quat_angle, quat_slerp
 from .skeleton import SourceMotion
 
 SPIKE_SPEED = 60.0  # rad/s: faster than any joint of a real kick, dance or sprint
@@ -54,10 +53,10 @@ def repair_spikes(motion: SourceMotion, bones=None) -> tuple[SourceMotion, list[
     found = []
     for j in range(motion.skeleton.num_bones) if bones is None else bones:
         q = rot[:, j]
-        jump = np.radians(_angles_deg(q[1:], q[:-1]))
+        jump = quat_angle(q[1:], q[:-1])
         if jump.max(initial=0.0) <= limit:
             continue
-        back = {n: np.radians(_angles_deg(q[n + 1:], q[:-(n + 1)])) for n in range(1, longest + 1)}
+        back = {n: quat_angle(q[n + 1:], q[:-(n + 1)]) for n in range(1, longest + 1)}
         for a, b in _spikes(jump, back, limit, longest):
             w = (np.arange(a, b + 1) - (a - 1)) / (b + 2 - a)
             q[a:b + 1] = quat_slerp(np.repeat(q[a - 1:a], len(w), 0), np.repeat(q[b + 1:b + 2], len(w), 0), w[:, None])

@@ -36,6 +36,7 @@ from ..errors import ParameterError
 from ..kinematics import BALL, FREE, HINGE, MusclePaths, forward_kinematics, muscle_lengths
 from ..transforms import (
     matrix_to_quat,
+    quat_angle,
     quat_conjugate,
     quat_multiply,
     quat_normalize,
@@ -52,8 +53,8 @@ from .skeleton import SourceMotion, SourceSkeleton
 from .standing import SourcePose, source_pose
 
 REFERENCE_FPS = 120.0
-TWIST_TRUST_DEG = 15.0
-NEUTRAL_SLACK_DEG = 2.0  # a rest pose's trunk or collarbone aimed further than this from its parent keeps the parent's  # a rest pose's limb twist is kept unless the clip's hinges say it is off by more
+TWIST_TRUST_DEG = 15.0  # a rest pose's limb twist is kept unless the clip's hinges say it is off by more
+NEUTRAL_SLACK_DEG = 2.0  # a rest pose's trunk or collarbone aimed further than this from its parent keeps the parent's
 STANCE_SPEED_MPS = 0.3  # a foot point slower than this (horizontally) is planted
 _CHUNK = 256  # frames per block when computing muscle lengths
 
@@ -343,11 +344,10 @@ class Retargeter:
                     # (CMU's arms rest turned 30 deg from how their elbows bend)
                     n_s = quat_rotate(quat_multiply(Fq, W0[src[b]]), bend)
                     hinged = matrix_to_quat(_frame2(d_s, n_s) @ _frame2(d_m, _model_bend(rig, b)).T)
-                    off = 2 * np.degrees(np.arccos(min(abs(float(hinged @ A[b])), 1.0)))
-                    if pose.frame is not None or off > TWIST_TRUST_DEG:
+                    if pose.frame is not None or np.degrees(quat_angle(hinged, A[b])) > TWIST_TRUST_DEG:
                         A[b] = hinged
                 if pose.frame is None and rig.body_names[b] in _NEUTRAL and \
-                        2 * np.degrees(np.arccos(min(abs(float(A[b] @ A[p])), 1.0))) > NEUTRAL_SLACK_DEG:
+                        np.degrees(quat_angle(A[b], A[p])) > NEUTRAL_SLACK_DEG:
                     # Both rest poses hold the spine, neck and collarbones in their neutral
                     # place, but a skeleton built otherwise puts these joints elsewhere (CMU's
                     # collarbone line is 22 deg off the model's, its neck 23): aimed at one

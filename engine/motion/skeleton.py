@@ -131,6 +131,12 @@ class SourceMotion:
     def index(self, name: str) -> int:
         return self.skeleton.index(name)
 
+    def frames(self, index) -> "SourceMotion":
+        """The motion at frames `index` (a slice or an index array), in that order."""
+        local = self.local_translations
+        return SourceMotion(self.skeleton, self.rotations[index], self.root_translation[index],
+                            self.frame_time, None if local is None else local[index])
+
     def bone_offsets(self, j: int) -> np.ndarray:
         """(F, 3) or (3,) head offset of bone j in its parent's frame."""
         if self.local_translations is None:

@@ -107,12 +107,6 @@ def _standing_score(pos: np.ndarray, legs, trunk) -> np.ndarray:
     return score
 
 
-def _frames(motion: SourceMotion, idx: np.ndarray) -> SourceMotion:
-    local = motion.local_translations
-    return SourceMotion(motion.skeleton, motion.rotations[idx], motion.root_translation[idx],
-                        motion.frame_time, None if local is None else local[idx])
-
-
 def source_pose(skeleton: SourceSkeleton, legs, trunk, feet, motion: SourceMotion | None = None,
                 limbs=()) -> SourcePose:
     """The pose to align on (module doc). legs [(hip, knee, ankle)] and trunk (pelvis,
@@ -126,7 +120,7 @@ def source_pose(skeleton: SourceSkeleton, legs, trunk, feet, motion: SourceMotio
             return SourcePose(rot, pos)
         F = motion.num_frames
         idx = np.unique(np.linspace(0, F - 1, min(F, SAMPLES)).round().astype(int))
-        W, P = _frames(motion, idx).fk()
+        W, P = motion.frames(idx).fk()
         return SourcePose(rot, pos, bends=_bends(W, P, limbs))
     if motion is None or motion.num_frames < 1:
         raise RestPoseDoesNotStand(
@@ -136,7 +130,7 @@ def source_pose(skeleton: SourceSkeleton, legs, trunk, feet, motion: SourceMotio
     F = motion.num_frames
     idx = np.unique(np.linspace(0, F - 1, min(F, SAMPLES)).round().astype(int))
     nxt = np.where(idx + 1 < F, idx + 1, np.maximum(idx - 1, 0))  # a neighbour, for speeds
-    W, P = _frames(motion, np.concatenate([idx, nxt])).fk()
+    W, P = motion.frames(np.concatenate([idx, nxt])).fk()
     n = len(idx)
     body = int(np.argmin(_standing_score(P[:n], legs, trunk)))
     rot, pos = W[body].copy(), P[body].copy()
