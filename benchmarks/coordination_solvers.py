@@ -6,8 +6,9 @@ take poses.
 A tracking take of the bundled walk is simulated once and every coordination problem it
 solves is recorded (torques, moment arms, Hill factors, 3CC-r bounds, contact Jacobians, the
 last activations). The sequence is then replayed with each solver, each warm-started from
-its own previous result as the controller does: 'newton' (coordination.dual_newton, the
-default: its row multipliers) and 'daqp' (its active set, the solver before). Same problems,
+its own previous result as the controller does: 'newton-c' (the default: the Newton method
+compiled, engine/native/dual_newton.c), 'newton' (coordination.dual_newton, the numpy
+definition: its row multipliers) and 'daqp' (its active set, the solver before). Same problems,
 same objective, so the activations must agree; reported per solver: time per solve (mean,
 median, 90th percentile, max; CPU time), Newton steps per solve, DAQP fallbacks, and the
 largest activation difference from DAQP. Prints a table and one JSON line.
@@ -55,9 +56,15 @@ def record(seconds: float, scale: float) -> list[tuple[tuple, dict]]:
 
 
 def replay(problems, solver: str):
-    """(times s, activations, Newton steps, fallbacks) over the recorded sequence."""
+    """(times s, activations, Newton steps, fallbacks) over the recorded sequence. solver:
+    'daqp', 'newton' (numpy) or 'newton-c' (compiled)."""
+    from engine import compiled
+
     steps, fallbacks = [], [0]
-    newton = co.dual_newton
+    lib = compiled.library()
+    if solver == "newton-c" and lib is None:
+        raise SystemExit(f"no compiled library: {compiled.status()}")
+    newton = (lambda *a, **k: compiled.dual_newton(lib, *a, **k)) if solver == "newton-c" else co.dual_newton
 
     def counting(*args, **kw):
         if kw.get("info") is None:
@@ -67,17 +74,18 @@ def replay(problems, solver: str):
         fallbacks[0] += not out[2]
         return out
 
-    co.dual_newton = counting
+    chosen = co._newton
+    co._newton = lambda: counting
     times, acts, active = [], [], None
     try:
         for args, kw in problems:
             t = time.process_time()
-            sol = co.coordinate(*args, solver=solver, active=active, **kw)
+            sol = co.coordinate(*args, solver="newton" if solver.startswith("newton") else solver, active=active, **kw)
             times.append(time.process_time() - t)
             acts.append(sol.activation)
             active = sol.active
     finally:
-        co.dual_newton = newton
+        co._newton = chosen
     return np.array(times), np.array(acts), np.array(steps), fallbacks[0]
 
 
@@ -89,18 +97,18 @@ def main():
     problems = record(a.seconds, a.fatigue_scale)
     out = {"problems": len(problems), "seconds": a.seconds, "fatigue_scale": a.fatigue_scale}
     ref = None
-    for solver in ("daqp", "newton"):
+    for solver in ("daqp", "newton", "newton-c"):
         t, acts, steps, fallbacks = replay(problems, solver)
         ref = acts if ref is None else ref
         row = dict(mean_ms=1e3 * t.mean(), p50_ms=1e3 * np.median(t), p90_ms=1e3 * np.percentile(t, 90), max_ms=1e3 * t.max(),
                    max_activation_diff_vs_daqp=float(np.abs(acts - ref).max()))
-        if solver == "newton":
+        if solver.startswith("newton"):
             row.update(newton_steps_mean=float(steps.mean()), newton_steps_max=int(steps.max()), daqp_fallbacks=fallbacks)
         out[solver] = {k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in row.items()}
-        print(f"{solver:7s} {row['mean_ms']:6.2f} ms mean, {row['p50_ms']:6.2f} median, {row['p90_ms']:6.2f} p90, "
+        print(f"{solver:8s} {row['mean_ms']:6.2f} ms mean, {row['p50_ms']:6.2f} median, {row['p90_ms']:6.2f} p90, "
               f"{row['max_ms']:6.2f} max; activations within {row['max_activation_diff_vs_daqp']:.1e} of DAQP"
               + (f"; {row['newton_steps_mean']:.1f} Newton steps a solve (max {row['newton_steps_max']}), "
-                 f"{fallbacks} fallbacks" if solver == "newton" else ""))
+                 f"{fallbacks} fallbacks" if solver.startswith("newton") else ""))
     print(json.dumps(out))
 
 

@@ -1,8 +1,12 @@
-"""The compiled muscle step (engine/native/muscle_step.c), loaded with ctypes.
+"""Sinew's compiled library (engine/native/*.c), loaded with ctypes: the muscle step and the
+coordination solve's Newton method.
 
 One C call does stages 1-6 of the step (DESIGN.md "One physics step") in ~27 us of CPU time
-on the 2-core reference machine, where numpy needs ~170 us. The numpy functions stay the definition: the C file repeats them operation
-for operation and tests/test_compiled.py holds the two equal to 1e-9.
+on the 2-core reference machine, where numpy needs ~170 us. A second solves the tracker's
+coordination problem (engine.control.coordination.dual_newton) where numpy spent ~2.7 ms,
+most of it in Python's overhead between small array operations. The numpy functions stay
+the definition: the C files repeat them and tests/test_compiled.py holds the two equal
+(the step to 1e-9, the solve to its tolerance).
 
 The libraries are prebuilt for linux-x64, windows-x64, macos-arm64 and macos-x64
 (tools/build_native.py, Zig from PyPI) and shipped in the repository and the extension zip:
@@ -29,8 +33,8 @@ import numpy as np
 
 ENV = "SINEW_COMPILED"  # "0" switches the compiled path off
 NATIVE = Path(__file__).resolve().parent / "native"
-SOURCE = NATIVE / "muscle_step.c"
-ABI_VERSION = 1
+SOURCES = ("dual_newton.c", "muscle_step.c")  # name order, as tools/build_native.py hashes them
+ABI_VERSION = 2
 SUFFIX = {"linux": "so", "windows": "dll", "macos": "dylib"}
 
 _c_p = ctypes.c_void_p
@@ -62,11 +66,15 @@ def library_path(plat: str | None = None) -> Path | None:
 
 
 def source_hash() -> str | None:
-    """SHA-256 prefix of the C source next to the libraries (tools/build_native.py's), or
+    """SHA-256 prefix of the C sources next to the libraries (tools/build_native.py's), or
     None where only the libraries travel."""
-    if not SOURCE.is_file():
+    paths = [NATIVE / name for name in SOURCES]
+    if not all(p.is_file() for p in paths):
         return None
-    return hashlib.sha256(SOURCE.read_bytes().replace(b"\r\n", b"\n")).hexdigest()[:16]
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(path.name.encode() + b"\0" + path.read_bytes().replace(b"\r\n", b"\n"))
+    return h.hexdigest()[:16]
 
 
 _LIB: list = []  # [library or None, reason]; filled on first use
@@ -87,11 +95,14 @@ def _load():
     want = source_hash()
     got = lib.sinew_source_hash().decode()
     if want is not None and got != want:
-        return None, f"{path.name} was built from another muscle_step.c (run `make compiled`)"
+        return None, f"{path.name} was built from other C sources than engine/native's (run `make compiled`)"
     if lib.sinew_abi_version() != ABI_VERSION or lib.sinew_struct_size() != ctypes.sizeof(_Muscles):
         return None, f"{path.name} has another interface than engine/compiled.py"
     lib.sinew_muscle_step.argtypes = [_c_p, _c_p, ctypes.c_int, _c_p]
     lib.sinew_muscle_step.restype = None
+    lib.sinew_dual_newton.argtypes = [ctypes.c_int, ctypes.c_int] + [_c_p] * 6 + [ctypes.c_double, ctypes.c_int,
+                                                                                _c_p, _c_p, _c_p]
+    lib.sinew_dual_newton.restype = ctypes.c_int
     return lib, "compiled"
 
 
@@ -159,3 +170,22 @@ class CompiledMuscles:
         out = self._out.copy()
         M = self.M
         return out[:7 * M].reshape(7, M), out[7 * M:].reshape(2, self.B, 3)
+
+
+def dual_newton(lib, G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200, info=None):
+    """engine.control.coordination.dual_newton in C (engine/native/dual_newton.c): the same
+    arguments and result (x, lam, converged)."""
+    f64 = lambda a: np.ascontiguousarray(a, dtype=np.float64)
+    G, rhs, reg, lo, hi, pull = map(f64, (G, rhs, reg, lo, hi, pull))
+    m, n = G.shape
+    lam = np.zeros(m) if lam is None else np.array(lam, dtype=np.float64)  # a copy: written in place
+    x = np.empty(n)
+    steps = ctypes.c_int(0)
+    ok = lib.sinew_dual_newton(m, n, G.ctypes.data, rhs.ctypes.data, reg.ctypes.data, lo.ctypes.data,
+                               hi.ctypes.data, pull.ctypes.data, float(tol), int(max_iter), lam.ctypes.data,
+                               x.ctypes.data, ctypes.byref(steps))
+    if ok < 0:
+        raise MemoryError("sinew_dual_newton: out of memory")
+    if info is not None:
+        info["steps"] = steps.value
+    return x, lam, bool(ok)

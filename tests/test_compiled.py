@@ -1,4 +1,5 @@
-"""The compiled muscle step (engine.compiled) against the numpy definition (MuscleSystem.step_numpy)."""
+"""The compiled library (engine.compiled) against the numpy definitions: the muscle step
+(MuscleSystem.step_numpy) and the coordination solve (coordination.dual_newton)."""
 import os
 import subprocess
 import sys
@@ -97,16 +98,85 @@ def test_power_identity_on_the_compiled_path(rig, system):
         assert np.abs(res.body_force.sum(0)).max() < 1e-8  # internal forces
 
 
+def _box_problem(seed):
+    """A random problem of the coordination solve's form and size (m rows, n unknowns):
+    activations in narrow boxes, some pinned (lo = hi, as a fully fatigued muscle), unbounded-
+    above contact forces and free root unknowns (+-1e9), weights from 1e-4 to 1, a cold or a
+    warm start."""
+    rng = np.random.default_rng(seed)
+    m, n = int(rng.integers(3, 60)), int(rng.integers(5, 400))
+    G = rng.standard_normal((m, n)) * rng.uniform(0.1, 100)
+    rhs = rng.standard_normal(m) * rng.uniform(1, 1000)
+    reg = rng.uniform(1e-4, 1, n)
+    lo = np.where(rng.random(n) < 0.3, -1e9, rng.uniform(-1, 0.5, n))
+    hi = np.maximum(lo, rng.uniform(0, 1, n))
+    hi[rng.random(n) < 0.2] = 1e9
+    pinned = rng.random(n) < 0.05
+    lo[pinned] = hi[pinned]
+    pull = 0.1 * rng.standard_normal(n)
+    lam = None if seed % 2 else rng.standard_normal(m)
+    return G, rhs, reg, lo, hi, pull, lam
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(40))
+def test_compiled_solve_equals_numpy(seed):
+    """engine/native/dual_newton.c takes the numpy method's Newton steps and lands on its
+    minimiser and multipliers (the problem is strictly convex: one minimiser, so the two differ
+    only by rounding, ~1e-11 of the largest activation), and both satisfy its optimality
+    conditions: x = clip((pull + G^T lam) / reg) with lam = rhs - G x."""
+    from engine.control.coordination import dual_newton
+
+    G, rhs, reg, lo, hi, pull, lam = _box_problem(seed)
+    i_np, i_c = {}, {}
+    x, l, ok = dual_newton(G, rhs, reg, lo, hi, pull, lam, info=i_np)
+    xc, lc, okc = compiled.dual_newton(compiled.library(), G, rhs, reg, lo, hi, pull, lam, info=i_c)
+    assert ok and okc and i_np["steps"] == i_c["steps"]
+    assert np.abs(xc - x).max() <= 1e-9 * (1 + np.abs(x).max())
+    assert np.abs(lc - l).max() <= 1e-9 * (1 + np.abs(l).max())
+    size = 1 + np.abs(rhs).max() + (np.abs(G) @ np.abs(xc)).max()  # of the terms in G x - rhs
+    assert np.abs(lc - (rhs - G @ xc)).max() <= 1e-9 * size
+    y = (pull + G.T @ lc) / reg
+    assert np.abs(xc - np.clip(y, lo, hi)).max() <= 1e-9 * (1 + np.abs(y).max())
+    if lam is not None:
+        assert np.array_equal(lam, _box_problem(seed)[-1])  # the caller's warm start is not written
+
+
+@needs_compiled
+def test_the_tracker_solves_in_c_and_its_take_is_numpys(rig):
+    """A tracked take steps the same with the compiled solve as with numpy's (the solve was 55 %
+    of a planner rollout step: benchmarks/coordination_solvers.py)."""
+    from engine.control import coordination
+    from engine.control.tracking import TrackingParams
+    from engine.take import simulate
+
+    from .conftest import MOTION_DIR
+
+    def take():
+        return simulate(rig, [(MOTION_DIR / "walk.bvh", 0.1)], params=TrackingParams(residual=0.0),
+                        fps=120, progress=lambda f: None)
+
+    assert coordination._newton() is not coordination.dual_newton
+    c = take()
+    numpy_solve = coordination._newton
+    coordination._newton = lambda: coordination.dual_newton
+    try:
+        n = take()
+    finally:
+        coordination._newton = numpy_solve
+    assert np.abs(c.q - n.q).max() < 1e-6 and np.abs(c.activation - n.activation).max() < 1e-6
+
+
 def test_every_platform_library_is_built_from_this_source():
-    """The committed libraries carry the hash of engine/native/muscle_step.c (run
-    `make compiled` after editing it) and are the right binary format for their platform."""
+    """The committed libraries carry the hash of engine/native's C sources (run
+    `make compiled` after editing them) and are the right binary format for their platform."""
     magic = {"linux-x64": b"\x7fELF", "windows-x64": b"MZ", "macos-arm64": b"\xcf\xfa\xed\xfe",
              "macos-x64": b"\xcf\xfa\xed\xfe"}
     want = compiled.source_hash().encode()
     for plat, head in magic.items():
         data = compiled.library_path(plat).read_bytes()
         assert data.startswith(head), plat
-        assert want in data, f"{plat}: built from another muscle_step.c"
+        assert want in data, f"{plat}: built from other C sources"
     cpu = {"macos-arm64": 0x0100000C, "macos-x64": 0x01000007}  # Mach-O cputype
     for plat, t in cpu.items():
         assert int.from_bytes(compiled.library_path(plat).read_bytes()[4:8], "little") == t, plat

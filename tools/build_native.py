@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Build the compiled muscle step (engine/native/muscle_step.c) for every Blender platform.
+"""Build Sinew's compiled library (engine/native/*.c: the muscle step and the coordination
+solve's Newton method) for every Blender platform.
 
     python tools/build_native.py [--platforms linux-x64,...] [--zig "python -m ziglang"]
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -27,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NATIVE = ROOT / "engine" / "native"
-SOURCE = NATIVE / "muscle_step.c"
+SOURCES = sorted(NATIVE.glob("*.c"))  # muscle_step.c, dual_newton.c: one library
 
 # Blender platform -> Zig target triple and library suffix (engine.compiled names the files).
 TARGETS = {
@@ -39,9 +41,13 @@ TARGETS = {
 FLAGS = ["-O2", "-s", "-shared", "-fPIC", "-ffp-contract=off", "-std=c99", "-Wall", "-Werror"]
 
 
-def source_hash(path: Path = SOURCE) -> str:
-    """SHA-256 (hex, first 16 digits) of the C source, line endings normalised."""
-    return hashlib.sha256(path.read_bytes().replace(b"\r\n", b"\n")).hexdigest()[:16]
+def source_hash(paths=SOURCES) -> str:
+    """SHA-256 (hex, first 16 digits) of the C sources in name order, line endings normalised
+    (engine.compiled.source_hash, the same)."""
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(path.name.encode() + b"\0" + path.read_bytes().replace(b"\r\n", b"\n"))
+    return h.hexdigest()[:16]
 
 
 def library_name(platform: str) -> str:
@@ -55,13 +61,15 @@ def build(platform: str, zig: list[str], out_dir: Path = NATIVE) -> Path:
     with tempfile.TemporaryDirectory() as tmp:  # Windows builds leave .pdb/.lib beside the .dll
         tmp_lib = Path(tmp) / dst.name
         cmd = [*zig, "cc", "-target", triple, *FLAGS, f'-DSINEW_SOURCE_HASH="{source_hash()}"',
-               "-o", str(tmp_lib), str(SOURCE)]
+               "-o", str(tmp_lib), *map(str, SOURCES)]
         if platform.startswith("macos"):  # else the temporary path becomes the install name
-            cmd[-3:-3] = [f"-Wl,-install_name,@rpath/{dst.name}"]
+            cmd[-2 - len(SOURCES):-2 - len(SOURCES)] = [f"-Wl,-install_name,@rpath/{dst.name}"]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise SystemExit(f"build_native: {platform} failed ({shlex.join(cmd)}):\n{r.stderr.strip()}")
-        shutil.copyfile(tmp_lib, dst)
+        part = dst.with_name(dst.name + ".part")
+        shutil.copyfile(tmp_lib, part)
+        os.replace(part, dst)  # a new file: a process that has the old one loaded keeps it intact
     return dst
 
 

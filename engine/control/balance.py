@@ -16,8 +16,13 @@ now, no offsets, and the rest the shifted plan x `decay` plus Gaussian noise (fr
 `sigma_min` to `sigma` rad over the candidates)
 from the take's seed. A rollout's cost sums over its steps (eq. numbers: this module)
 
-    c = w_height (z - z_ref)^2 + w_tilt |pelvis roll, pitch error|^2 + w_speed |v_xy - v_ref,xy|^2
+    c = w_height (z - z_ref)^2 + w_tilt |pelvis roll, pitch error|^2 + w_speed |v_xy - v*_xy|^2
         + w_joint (mean joint error / 10 deg)^2 + w_offset |u|^2                              (1)
+    v*_xy = v_ref,xy + clip((p_ref,xy - p_xy) / path_time, path_speed)                       (2)
+
+where (2) is the velocity that brings the root back onto the clip's path in `path_time`
+(at most `path_speed` faster or slower than the clip): with v_ref alone the cost forgives a
+root that fell behind, and a take walking 10 % short of the clip's stride ends metres off it
 
 and adds FALL_COST for every step left once the pelvis is below `fall_height` (a fall seen
 coming) or the rollout diverged. Pushes are not known to the planner; it meets them as it
@@ -62,7 +67,9 @@ class BalanceParams:
     workers: int = 0  # processes playing the candidates (0: this process; the take is the same)
     w_height: float = 100.0  # per m^2 of pelvis height error (eq. 1)
     w_tilt: float = 10.0  # per rad^2 of pelvis roll and pitch error
-    w_speed: float = 1.0  # per (m/s)^2 of horizontal root velocity error
+    w_speed: float = 1.0  # per (m/s)^2 of horizontal root velocity error (against eq. 2's v*)
+    path_time: float = 1.0  # s: eq. (2), the root is steered back onto the clip's path in this time
+    path_speed: float = 0.3  # m/s: eq. (2), the most it is asked to go faster or slower than the clip
     w_joint: float = 0.1  # per (mean joint error / 10 deg)^2
     w_offset: float = 0.1  # per rad^2 of offsets
     fall_height: float = 0.7  # m: a rollout whose pelvis sinks below this has fallen
@@ -82,10 +89,13 @@ class BalanceParams:
             if "fork" not in mp.get_all_start_methods():
                 raise ParameterError("balance.workers", f"{self.workers}: the planner forks its worker processes, "
                                      "and this system cannot fork; use 0 (plan in the take's process)")
-        for name in ("sigma", "sigma_min", "decay", "w_height", "w_tilt", "w_speed", "w_joint", "w_offset", "fall_height"):
+        for name in ("sigma", "sigma_min", "decay", "w_height", "w_tilt", "w_speed", "path_speed", "w_joint", "w_offset",
+                     "fall_height"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
                 raise ParameterError(f"balance.{name}", f"must be a finite number >= 0, got {v!r}")
+        if not (isinstance(self.path_time, (int, float)) and np.isfinite(self.path_time) and self.path_time > 0):
+            raise ParameterError("balance.path_time", f"must be a finite number of seconds > 0, got {self.path_time!r}")
         if self.sigma_min > self.sigma:
             raise ParameterError("balance.sigma_min", f"{self.sigma_min:g} is above sigma ({self.sigma:g}): the noise "
                                  "runs from sigma_min up to sigma over the candidates")
@@ -175,6 +185,15 @@ class OffsetTracker(TrackingController):
         return self.plan.space.add(q_ref, dv)
 
 
+def path_velocity(p, p_ref, v_ref, b: BalanceParams) -> np.ndarray:
+    """Eq. (2): the horizontal root velocity that brings the root p back onto the clip's path."""
+    catch = (p_ref - p) / b.path_time
+    n = float(np.hypot(catch[0], catch[1]))
+    if n > b.path_speed:
+        catch = catch * (b.path_speed / n)
+    return v_ref + catch
+
+
 def rollout_cost(sim, ctl: OffsetTracker) -> float:
     """Eq. (1) at the shadow's present state, against the reference as the tracker plays it
     (its pace; without the offsets)."""
@@ -185,7 +204,7 @@ def rollout_cost(sim, ctl: OffsetTracker) -> float:
     q_ref, v_ref, _ = ctl.reference(sim.steps)
     tilt = quat_to_axis_angle(quat_multiply(q_ref[3:7], quat_conjugate(q[3:7])))[:2]  # world-frame pelvis error
     u = ctl.offsets(sim.steps)
-    dv = qd[:2] - v_ref[:2]
+    dv = qd[:2] - path_velocity(q[:2], q_ref[:2], v_ref[:2], b)
     err = joint_errors_deg(sim.rig, ctl.plan.space.diff(q, q_ref)) / 10.0
     return (b.w_height * (q[2] - q_ref[2]) ** 2 + b.w_tilt * float(tilt @ tilt) + b.w_speed * float(dv @ dv)
             + b.w_joint * err * err + b.w_offset * float(u @ u))

@@ -275,6 +275,16 @@ def dual_newton(G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200, inf
     return x, lam, bool(np.abs(lam + r).max() <= tol * scale)
 
 
+def _newton():
+    """dual_newton, compiled (engine/native/dual_newton.c) where the library loads, else numpy's."""
+    from .. import compiled
+
+    lib = compiled.library()
+    if lib is None:
+        return dual_newton
+    return lambda *a, **k: compiled.dual_newton(lib, *a, **k)
+
+
 def _spd_solve(J: np.ndarray, F: np.ndarray) -> np.ndarray:
     """J^-1 F for dual_newton's J (symmetric, >= I): LAPACK's Cholesky solve (half the work
     of an LU and less call overhead than numpy's), LU if round-off broke the factorisation."""
@@ -329,7 +339,7 @@ def _bounded_lsq(G, rhs, reg, lo, hi, solver, warm, pull, active=None, head=0, i
             else:  # at the optimum lam = rhs - G x: start from the warm activations
                 x0 = np.clip(warm if warm is not None and len(warm) == n else np.zeros(n), lo, hi)
                 lam0 = rhs - G @ x0
-            x, lam, ok = dual_newton(G, rhs, reg, lo, hi, pull, lam0, info=info)
+            x, lam, ok = _newton()(G, rhs, reg, lo, hi, pull, lam0, info=info)
             if ok:
                 return x, 0, lam
         if info is not None:

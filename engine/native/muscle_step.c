@@ -51,7 +51,7 @@ typedef struct {
 
 SINEW_API const char *sinew_source_hash(void) { return SINEW_SOURCE_HASH; }
 
-SINEW_API int sinew_abi_version(void) { return 1; } /* bump when the call or struct changes */
+SINEW_API int sinew_abi_version(void) { return 2; } /* bump when a call or the struct changes (2: sinew_dual_newton) */
 
 SINEW_API int sinew_struct_size(void) { return (int)sizeof(SinewMuscles); }
 
