@@ -122,6 +122,9 @@ def bench_balance(seconds: float = 1.0, rig_name: str = "human284", workers: int
                    rollout_steps_per_step=round(b["rollout_steps"] / max(t["steps"], 1), 1),
                    rollout_step_us=None if per_rollout_us is None else round(per_rollout_us, 1),
                    fell=take.meta["summary"]["fell"])
+    split = b.get("rollout_step_us")
+    if split:
+        summary["rollout_step_us_by_part"] = split
     where = "one core" if not workers else f"{workers} worker processes, wall time"
     lines = [f"balance planner, fresh walk without the residual, {take.meta['simulated_seconds']:.1f} s ({where}):",
              f"  {summary['rollout_steps_per_step']} rollout steps played a take step ({b['candidates']} candidates "
@@ -129,6 +132,8 @@ def bench_balance(seconds: float = 1.0, rig_name: str = "human284", workers: int
              + (f", {per_rollout_us:.0f} us each" if per_rollout_us is not None else ""),
              f"  whole loop {total_us / 1e3:9.1f} ms/step = {summary['seconds_per_simulated_s']} s a simulated second "
              f"= {rtf}x real time"]
+    if split:
+        lines.insert(2, "  a rollout step: " + ", ".join(f"{k} {v:.0f} us" for k, v in split.items()))
     return summary, lines
 
 

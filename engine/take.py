@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import platform
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -242,6 +243,11 @@ def check_balance(controller: str, balance: bool | None, residual: float | None,
                              "residual; leave --residual out (or 0)")
     from .control.balance import BalanceParams
 
+    most = BalanceParams().candidates  # each worker plays at least one candidate a plan
+    if int(workers) > most:
+        print(f"sinew: --workers {int(workers)}: the balance planner plays {most} candidates a plan, so "
+              f"{most} processes are the most it can use; using {most}", file=sys.stderr)
+        workers = most
     return BalanceParams(workers=int(workers)).validate(), 0.0
 
 

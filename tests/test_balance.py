@@ -318,6 +318,18 @@ def test_balance_options_are_checked(rig):
     assert r.returncode == 2 and "--workers" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+def test_workers_beyond_the_candidates_are_capped_with_a_note(capsys):
+    """A worker plays at least one candidate a plan: --workers 1000 once forked 1,000 processes
+    (11 GB) for 16 candidates."""
+    from engine.control.balance import BalanceParams
+    from engine.take import check_balance
+
+    balance, _ = check_balance("tracking", True, None, 1000)
+    assert balance.workers == BalanceParams().candidates == 16
+    assert "--workers 1000" in capsys.readouterr().err
+    assert check_balance("tracking", True, None, 3)[0].workers == 3
+
+
 def test_workers_are_forked_by_default_on_linux_only(monkeypatch):
     """One planner process per core where forking is safe (Linux); 0 on Windows (no fork) and
     macOS (system libraries not fork-safe); workers asked for where there is no fork are

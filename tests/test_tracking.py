@@ -92,8 +92,8 @@ def test_three_solvers_solve_the_same_coordination(rig, posed, smooth, contacts,
     if contacts:
         assert (a.contact <= 1e-9).any() and (np.abs(a.residual) >= 50 - 1e-9).any()  # those bounds act too
     converged = []
-    newton = co.dual_newton
-    monkeypatch.setattr(co, "dual_newton", lambda *args, **kw: (lambda out: converged.append(out[2]) or out)(newton(*args, **kw)))
+    newton = co._newton()  # the compiled method where the library loads, else numpy's
+    monkeypatch.setattr(co, "_newton", lambda: lambda *args, **kw: (lambda out: converged.append(out[2]) or out)(newton(*args, **kw)))
     for solver in ("lsq", "newton"):
         b = coordinate(tau, A, rig.muscle_f0, flfv, fpe, lb, ub, w, solver=solver, warm=warm, **kw)
         assert np.abs(a.activation - b.activation).max() < 1e-5, solver
@@ -222,7 +222,7 @@ def test_solver_falls_back_and_keeps_a_warm_start(monkeypatch):
     x, _, lam = co._bounded_lsq(G, rhs, zero, lo, hi, "newton", None, pull)
     assert _kkt_error(x, G, rhs, zero, lo, hi, pull) < 1e-6
     assert lam.dtype.kind == "f" and np.allclose(lam, rhs - G @ x)
-    monkeypatch.setattr(co, "dual_newton", lambda G, rhs, reg, lo, hi, pull, lam=None, info=None: (np.zeros(len(reg)), np.zeros(len(rhs)), False))
+    monkeypatch.setattr(co, "_newton", lambda: lambda G, rhs, reg, lo, hi, pull, lam=None, info=None: (np.zeros(len(reg)), np.zeros(len(rhs)), False))
     x, _, lam = co._bounded_lsq(G, rhs, reg, lo, hi, "newton", None, pull)
     assert _kkt_error(x, G, rhs, reg, lo, hi, pull) < 1e-6
     assert lam.dtype.kind == "f" and np.allclose(lam, rhs - G @ x)
@@ -248,18 +248,19 @@ def test_tracking_reuses_the_multipliers(rig):
     from engine.control import tracking as tr
 
     seen = []
-    newton = co.dual_newton
+    chosen = co._newton
+    newton = chosen()  # the compiled method where the library loads, else numpy's
 
     def recording(G, rhs, reg, lo, hi, pull, lam=None, **kw):
         out = newton(G, rhs, reg, lo, hi, pull, lam, **kw)
         seen.append((lam is not None and len(lam) == len(rhs), out[2]))
         return out
 
-    co.dual_newton = recording
+    co._newton = lambda: recording
     try:
         take = tk.simulate(rig, [(WALK, 0.25)], params=tr.TrackingParams(), progress=lambda f: None)
     finally:
-        co.dual_newton = newton
+        co._newton = chosen
     assert not take.meta["fell"] and len(seen) >= 30
     warm, ok = np.array(seen).T
     assert warm[1:].all() and ok.all()

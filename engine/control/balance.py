@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import sys
+import time
 from dataclasses import dataclass
 
 import mujoco
@@ -222,6 +223,7 @@ class Shadow:
         self.ctl = OffsetTracker(self.sim, copy.deepcopy(plan), params, balance)
         self.balance = balance
         self.steps_played = 0  # rollout steps, for the planner's cost figures
+        self.seconds = dict(physics=0.0, cost=0.0)  # where a rollout step's time goes (the decision: ctl.stats)
         self.shared_best = None  # a RawValue the workers share: the cheapest plan any has played
 
     def load(self, snap: dict) -> None:
@@ -237,15 +239,21 @@ class Shadow:
         ctl.U, ctl.plan_start = U, start
         d = sim.physics.data
         total = 0.0
+        clock, seconds = time.perf_counter, self.seconds
         for t in range(b.horizon):
             self.steps_played += 1
             try:
-                sim.step(ctl.act(sim, sim.state))
+                command = ctl.act(sim, sim.state)
+                t0 = clock()
+                sim.step(command)
+                t1 = clock()
             except (ArithmeticError, ValueError, np.linalg.LinAlgError):  # a solve or step that broke down
                 return total + DIVERGED_COST * (b.horizon - t)
             if not (np.isfinite(d.qvel).all() and np.abs(d.qvel).max() < MAX_SPEED):
                 return total + DIVERGED_COST * (b.horizon - t)
             total += rollout_cost(sim, ctl)
+            seconds["physics"] += t1 - t0
+            seconds["cost"] += clock() - t1
             if d.qpos[2] < b.fall_height:
                 return total + FALL_COST * (b.horizon - t)
             if total > bound or (shared is not None and total > shared.value):
@@ -408,7 +416,19 @@ class BalancePlanner(OffsetTracker):
                     kept_share=round(self.kept / n, 3), no_offset_share=round(self.zero / n, 3),
                     offset_deg_mean=round(float(np.degrees(self.offset_sum / n)), 3),
                     offset_deg_max=round(float(np.degrees(self.offset_max)), 3),
+                    rollout_step_us=self.rollout_split(),
                     workers_lost=self.workers_lost or None)
+
+    def rollout_split(self) -> dict | None:
+        """Where a rollout step's time went, us a step by part (the decision's preparation and
+        solve, the muscles and physics, the cost): planned in this process only (the workers'
+        clocks stay in theirs), else None."""
+        sh = self._shadow_here
+        if sh is None or not sh.steps_played:
+            return None
+        n, st = sh.steps_played, sh.ctl.stats
+        parts = dict(prepare=st["prepare_s"], solve=st["solve_s"], **sh.seconds)
+        return {k: round(1e6 * v / n, 1) for k, v in parts.items()}
 
     def close(self) -> None:
         """End the worker processes (idle between plans; a broken pool's survivors are ended)."""
