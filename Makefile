@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.sinew-installed
 OUT    ?= out
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: demo test bench rig clean venv extension test-blender blender-envs compiled test-numpy2
+.PHONY: demo test bench rig clean venv extension test-blender blender-full blender-smoke blender-envs compiled test-numpy2
 
 venv: $(STAMP)
 
@@ -65,9 +65,10 @@ $(NUMPY2_STAMP): pyproject.toml Makefile
 test-numpy2: $(NUMPY2_STAMP)
 	$(NUMPY2_VENV)/bin/python -m pytest -q -p no:cacheprovider $(NUMPY2_TESTS)
 
+# pytest-xdist: a test file per core (--dist loadfile keeps a file's fixtures in one process).
 test: $(STAMP) blender-envs extension $(NUMPY2_STAMP)
-	$(PY) -m pytest -q --ignore=tests/blender
-	SINEW_COMPILED=0 $(PY) -m pytest -q $(NUMPY_PATH_TESTS)
+	$(PY) -m pytest -q -n 2 --dist loadfile --ignore=tests/blender
+	SINEW_COMPILED=0 $(PY) -m pytest -q -n 2 --dist loadfile $(NUMPY_PATH_TESTS)
 	$(MAKE) test-numpy2
 	$(BLENDER_TESTS)
 
@@ -101,8 +102,8 @@ bpy_numpy = $(if $(filter 4.2.%,$(1)),1.24.3,1.26.4)
 BLENDER_STAMPS := $(foreach v,$(BPY_FULL) $(BPY_SMOKE),$(BLENDER_ENVS)/bpy-$(v)/.installed)
 BLENDER_PYTEST = cd tests/blender && env -u OPENBLAS_NUM_THREADS SINEW_EXTENSION_ZIP=$(LINUX_ZIP) \
 	../../$(BLENDER_ENVS)/bpy-$(1)/bin/python -I -m pytest -p no:cacheprovider -o tmp_path_retention_policy=failed --confcutdir . --import-mode=importlib -q
-BLENDER_TESTS = ($(call BLENDER_PYTEST,$(BPY_FULL))) && \
-	for v in $(BPY_SMOKE); do ($(call BLENDER_PYTEST,$$v) -m smoke) || exit 1; done
+# The full Blender suite on one core and the smoke suites on the other (each output kept whole).
+BLENDER_TESTS = $(MAKE) --no-print-directory -j2 --output-sync=target blender-full blender-smoke
 LINUX_ZIP = $(CURDIR)/dist/sinew-$(shell sed -n 's/^version = "\(.*\)"/\1/p' blender_manifest.toml)-linux_x64.zip
 
 blender-envs: $(BLENDER_STAMPS)
@@ -116,8 +117,14 @@ $(BLENDER_ENVS)/bpy-%/.installed:
 test-blender: $(STAMP) blender-envs extension
 	$(BLENDER_TESTS)
 
-# Rebuild the compiled muscle step for all four platforms (engine/native/, committed) after
-# editing engine/native/muscle_step.c; Zig comes from PyPI into its own .venv-build.
+blender-full:
+	$(call BLENDER_PYTEST,$(BPY_FULL))
+
+blender-smoke:
+	for v in $(BPY_SMOKE); do ($(call BLENDER_PYTEST,$$v) -m smoke) || exit 1; done
+
+# Rebuild the compiled library for all four platforms (engine/native/, committed) after
+# editing engine/native/*.c; Zig comes from PyPI into its own .venv-build.
 compiled:
 	test -x .venv-build/bin/python || $(PYTHON) -m venv .venv-build
 	.venv-build/bin/python -m pip install --quiet ziglang==0.17.1
