@@ -93,7 +93,8 @@ def _run(argv, stop) -> int:
     args = parser().parse_args(argv)
     t0 = time.perf_counter()
     try:
-        out = check_out_file(Path(args.out).resolve())
+        out = check_out_file(Path(args.out).resolve(), suffixes=(".blend",),
+                             inputs=[args.scene or bpy.data.filepath or None])  # the scene is never rewritten
         if args.scene:
             bpy.ops.wm.open_mainfile(filepath=args.scene)
         arm = bpy.data.objects.get(args.armature)

@@ -82,12 +82,24 @@ def check_out_dir(path, option: str = "--out") -> Path:
     return p
 
 
-def check_out_file(path, option: str = "--out") -> Path:
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".eps")
+
+
+def check_out_file(path, option: str = "--out", suffixes: tuple[str, ...] = (), inputs=()) -> Path:
     """The output file `path` can be written: not a folder, and its folder exists or is
-    created now and is writable; otherwise OutputPathError naming the path."""
+    created now and is writable; with `suffixes`, its name ends in one of them (what the
+    command writes: a figure's format goes by it, and a reference written as `walk.bvh`
+    would pass for a clip); not one of the command's `inputs` (a command never writes over
+    what it reads). Otherwise OutputPathError naming the path."""
     p = Path(path)
     if p.is_dir():
         raise OutputPathError(p, f"is a folder; give {option} a file name")
+    if suffixes and p.suffix.lower() not in suffixes:
+        ends = ", ".join(suffixes[:-1]) + f" or {suffixes[-1]}" if len(suffixes) > 1 else suffixes[0]
+        raise OutputPathError(p, f"give {option} a name ending in {ends} (what this command writes)")
+    for given in inputs:
+        if given is not None and p.exists() and Path(given).exists() and os.path.samefile(p, given):
+            raise OutputPathError(p, f"is this command's input; give {option} another name (nothing was written)")
     if p.parent.exists() and not p.parent.is_dir():
         raise OutputPathError(p, f"cannot write here: {p.parent} is a file, not a folder")
     check_out_dir(p.parent, option)

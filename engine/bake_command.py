@@ -29,7 +29,7 @@ def cmd_bake(args, extra: list[str] | None = None) -> int:
         print(f"sinew bake: error: {scene}: scene file not found", file=sys.stderr)
         return 2
     try:
-        check_out_file(args.out)
+        check_out_file(args.out, suffixes=(".blend",), inputs=[scene])  # the user's scene is never rewritten
     except SinewError as e:
         print(f"sinew bake: error: {e}", file=sys.stderr)
         return 2

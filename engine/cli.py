@@ -6,7 +6,7 @@ import json
 import sys
 
 from .argtypes import number
-from .atomic import check_out_dir, check_out_file, write_text
+from .atomic import FIGURE_SUFFIXES, check_out_dir, check_out_file, write_text
 from .errors import SinewError
 from .interrupt import stopped_line
 
@@ -57,22 +57,32 @@ def cmd_info(args) -> int:
 
 
 # ---- fatigue-curve --------------------------------------------------------------------
+MAX_CURVE_STEPS = 2e7  # a curve's updates (~0.5 GB of float64 arrays)
+
+
 def cmd_fatigue_curve(args) -> int:
     import numpy as np
 
     from . import fatigue as fat
     from .plots import fatigue_curve
 
+    from .errors import ParameterError
+
+    out = check_out_file(args.out, suffixes=FIGURE_SUFFIXES)  # before any work
     p = fat.FatigueParams(F=args.F, R=args.R, r=args.r, LD=args.LD, LR=args.LR, scale=args.scale)
     dt = 1.0 / args.hz
     p.validate(dt)
+    steps = (round(args.on / dt) + round(args.off / dt)) * args.cycles
+    if steps > MAX_CURVE_STEPS:
+        raise ParameterError("--on", f"--on {args.on:g} and --off {args.off:g} s x {args.cycles} cycles at "
+                             f"{args.hz:g} Hz is {steps:.3g} updates; at most {MAX_CURVE_STEPS:.0e} (a day at "
+                             "120 Hz is 1e7): shorten the load or lower --hz")
     period = np.concatenate([np.full(round(args.on / dt), args.load), np.zeros(round(args.off / dt))])
     load = np.tile(period, args.cycles)
     MA, MR, MF = (x[:, 0] for x in fat.simulate_load(load, dt, p))
     t = np.arange(len(load) + 1) * dt
     load_t = np.append(load, 0.0)
     endurance = fat.endurance_time(t, MA, load_t)
-    out = check_out_file(args.out)
     title = (f"3CC-r, load {args.load:g} for {args.on:g} s then rest {args.off:g} s  "
              f"(F={p.F_eff:g}, R={p.R_eff:g}, r={p.r:g}, L_D={p.LD:g}, L_R={p.LR:g}, {args.hz:g} Hz)")
     fatigue_curve(out, t, load_t, MA, MR, MF, title, endurance)
@@ -215,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--LR", type=number("--LR", 0.0), default=50.0, help="relaxation factor L_R, 1/s (default 50)")
     p.add_argument("--scale", type=number("--scale", 0.0), default=1.0, help="fatigue scale multiplying F and R (default 1)")
     p.add_argument("--hz", type=number("--hz", positive=True), default=120.0, help="update rate (default 120, the physics rate)")
-    p.add_argument("--out", default="fatigue_curve.png", help="PNG to write (default fatigue_curve.png)")
+    p.add_argument("--out", default="fatigue_curve.png", help="figure to write, .png, .pdf or .svg (default fatigue_curve.png)")
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     p.set_defaults(func=cmd_fatigue_curve)
 

@@ -76,3 +76,38 @@ def test_bench_json_reports_every_stage():
 def test_help_has_examples():
     for cmd in ("info", "fatigue-curve", "bench"):
         assert "examples:" in sinew(cmd, "--help").stdout
+
+
+def test_no_command_writes_over_its_input_or_in_another_format(tmp_path, capsys):
+    """Issue 46: `retarget X.bvh --out X.bvh` once replaced the mocap with the reference, `bake
+    S.blend --out S.blend` rewrote the user's scene, `export-policy --out RUN/checkpoint.pt`
+    the training checkpoint, and a figure named without a suffix ended in a matplotlib
+    traceback. Each is now one line and exit 2, with the input untouched; a duration that is
+    not a number is named as such, and a curve too long to hold is refused before any work."""
+    import shutil
+
+    from engine.cli import main
+
+    from .conftest import MOTION_DIR
+
+    clip = tmp_path / "walk.bvh"
+    shutil.copyfile(MOTION_DIR / "walk.bvh", clip)
+    scene = tmp_path / "shot.blend"
+    scene.write_bytes(b"BLENDER-v405 not really")
+    before = clip.read_bytes(), scene.read_bytes()
+    cases = [
+        (["retarget", str(clip), "--out", str(clip)], "ending in .npz"),
+        (["retarget", str(clip), "--out", str(tmp_path / "ref")], "ending in .npz"),
+        (["fatigue-curve", "--out", str(tmp_path / "f09")], "ending in .png"),
+        (["preview", str(clip), "--out", str(tmp_path / "sheet")], "ending in .png"),
+        (["bake", str(scene), "--armature", "walk", "--clip", str(clip), "--out", str(scene)], "this command's input"),
+        (["export-policy", str(tmp_path), "--out", str(tmp_path / "checkpoint.pt")], "ending in .npz"),
+        (["simulate", "--clip", f"{clip}:abc", "--out", str(tmp_path / "o")], "'abc' after the ':' is not a number"),
+        (["fatigue-curve", "--on", "1e9", "--out", str(tmp_path / "f.png")], "at most 2e+07"),
+    ]
+    for argv, said in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], (argv, err)
+    assert (clip.read_bytes(), scene.read_bytes()) == before
+    assert not (tmp_path / "o").exists() and not list(tmp_path.glob("*.png"))

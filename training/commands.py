@@ -166,7 +166,7 @@ def cmd_export(args) -> int:
 
     from .export import export_policy
 
-    check_out_file(args.out)
+    check_out_file(args.out, suffixes=(".npz",))  # not over the run's checkpoint, config or log
     s = export_policy(args.run, args.out)
     _emit(s, args.json, [f"wrote {s['out']}: {s['parameters']} parameters, latent {s['latent_dim']}, "
                          f"rig {s['rig']}" + (", with heading policy" if s["has_task"] else "")])

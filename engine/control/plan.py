@@ -408,6 +408,8 @@ def parse_clip_arg(text: str) -> tuple[str, float | None]:
         try:
             seconds = float(tail)
         except ValueError:
+            if Path(split_hold(path)[0]).is_file() and not Path(text).is_file():
+                raise ParameterError("--clip", f"{text}: {tail!r} after the ':' is not a number of seconds") from None
             return text, None
         return path, seconds
     return text, None

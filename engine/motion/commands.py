@@ -77,7 +77,7 @@ def cmd_retarget(args) -> int:
     clip = Path(args.clip)
     if clip.suffix.lower() != ".bvh":
         raise InputFileError(clip, "expected a .bvh file (armatures are retargeted from Blender)")
-    out = check_out_file(Path(args.out) if args.out else Path(clip.stem + "_ref.npz"))
+    out = check_out_file(Path(args.out) if args.out else Path(clip.stem + "_ref.npz"), suffixes=(".npz",), inputs=[clip])
     motion = read_bvh(clip, units=args.units, up=args.up)
     rig = load_rig(args.rig)
     rt = Retargeter.build(rig, motion.skeleton, preset=args.preset, mapping=args.map, motion=motion)
@@ -95,12 +95,12 @@ def cmd_retarget(args) -> int:
 
 
 def cmd_preview(args) -> int:
-    from ..atomic import check_out_file
+    from ..atomic import FIGURE_SUFFIXES, check_out_file
     from ..rig import load_rig
     from .preview import contact_sheet
     from .reference import load_reference
 
-    check_out_file(args.out)
+    check_out_file(args.out, suffixes=FIGURE_SUFFIXES, inputs=[args.reference])
     ref = load_reference(args.reference)
     rig = load_rig(ref.meta.get("rig", "human284") if args.rig is None else args.rig)
     out = contact_sheet(ref, rig, args.out, frames=args.frames, muscles=not args.no_muscles)

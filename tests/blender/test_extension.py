@@ -352,10 +352,15 @@ def test_batch_script(sinew, fresh, tmp_path):
     for args, words in [(["--armature", "Nope", "--clip", str(WALK)], "no object named 'Nope'"),
                         (["--armature", "Mixamo", "--clip", str(WALK), "--pace", "-1"], "pace"),
                         (["--armature", "Mixamo", "--clip", str(bad)], "bad.bvh"),
-                        (["--armature", "Mixamo", "--clip", str(tmp_path / "missing.bvh")], "not found")]:
-        r = subprocess.run(_bake_cmd("--scene", str(scene_path), *args, "--out", str(tmp_path / "x.blend")),
-                           capture_output=True, text=True, env=env)
+                        (["--armature", "Mixamo", "--clip", str(tmp_path / "missing.bvh")], "not found"),
+                        (["--armature", "Mixamo", "--clip", str(WALK), "--out", str(scene_path)], "this command's input"),
+                        (["--armature", "Mixamo", "--clip", str(WALK), "--out", str(tmp_path / "x.npz")], ".blend")]:
+        if "--out" not in args:
+            args = args + ["--out", str(tmp_path / "x.blend")]
+        before = scene_path.read_bytes()
+        r = subprocess.run(_bake_cmd("--scene", str(scene_path), *args), capture_output=True, text=True, env=env)
         assert r.returncode != 0 and words in r.stderr, r.stderr
+        assert scene_path.read_bytes() == before  # the user's scene is never rewritten
     # an armature that cannot be mapped
     bpy.ops.wm.read_homefile(use_empty=True)
     d = bpy.data.armatures.new("Blob")
