@@ -28,6 +28,9 @@ def cmd_bake(args, extra: list[str] | None = None) -> int:
     if not scene.is_file():
         print(f"sinew bake: error: {scene}: scene file not found", file=sys.stderr)
         return 2
+    if scene.suffix.lower() != ".blend":  # Blender would fail to open it, then hang on the way out
+        print(f"sinew bake: error: {scene}: not a Blender scene (expected a .blend file)", file=sys.stderr)
+        return 2
     try:
         check_out_file(args.out, suffixes=(".blend",), inputs=[scene])  # the user's scene is never rewritten
     except SinewError as e:

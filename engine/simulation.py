@@ -177,6 +177,9 @@ class Simulation:
         return int(np.flatnonzero(bad)[0]) if bad.any() else None
 
     def _check(self, recording: Recording) -> None:
+        if self.physics.fault:  # the engine reset a state it found unsound: what follows is not this take
+            raise SimulationDiverged(f"simulation diverged at t = {self.time:.3f} s (step {self.steps}): "
+                                     f"{self.physics.fault}; kept {len(recording.times)} samples", recording.finish())
         b = self.diverged_body()
         if b is not None:
             speed = float(np.linalg.norm(self.state.linvel[b]))

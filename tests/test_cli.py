@@ -104,10 +104,13 @@ def test_no_command_writes_over_its_input_or_in_another_format(tmp_path, capsys)
         (["export-policy", str(tmp_path), "--out", str(tmp_path / "checkpoint.pt")], "ending in .npz"),
         (["simulate", "--clip", f"{clip}:abc", "--out", str(tmp_path / "o")], "'abc' after the ':' is not a number"),
         (["fatigue-curve", "--on", "1e9", "--out", str(tmp_path / "f.png")], "at most 2e+07"),
+        (["bake", str(clip), "--armature", "walk", "--clip", str(clip), "--out", str(tmp_path / "o.blend")],
+         "not a Blender scene"),  # once hung, silent, until killed
+        (["train", "--resume", "--out", str(tmp_path / "no_run")], "no run in"),  # once created it, empty
     ]
     for argv, said in cases:
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and said in err[0], (argv, err)
     assert (clip.read_bytes(), scene.read_bytes()) == before
-    assert not (tmp_path / "o").exists() and not list(tmp_path.glob("*.png"))
+    assert not (tmp_path / "o").exists() and not (tmp_path / "no_run").exists() and not list(tmp_path.glob("*.png"))

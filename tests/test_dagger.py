@@ -429,6 +429,11 @@ def test_train_refuses_a_resume_without_a_run_and_a_new_run_over_one(tmp_path):
     cmd = [sys.executable, "-m", "training.commands", "train"]
     out = subprocess.run(cmd + ["--out", str(tmp_path / "none"), "--resume"], cwd=REPO, capture_output=True,
                          text=True, timeout=120)
+    assert out.returncode != 0 and "'resume'" in out.stderr and "no run in" in out.stderr
+    assert not (tmp_path / "none").exists()  # once created, empty
+    (tmp_path / "empty").mkdir()
+    out = subprocess.run(cmd + ["--out", str(tmp_path / "empty"), "--resume"], cwd=REPO, capture_output=True,
+                         text=True, timeout=120)
     assert out.returncode != 0 and "'resume'" in out.stderr and "no checkpoint in" in out.stderr
     (tmp_path / "held").mkdir()
     (tmp_path / "held" / "checkpoint.pt").write_bytes(b"")

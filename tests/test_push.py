@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from engine import fatigue as fat
+from engine.control.tracking import TrackingParams
 from engine.errors import ParameterError
 from engine.push import BACK_DEG, Push, came_back, check_pushes, describe, parse_push, recovery
 
@@ -204,3 +205,18 @@ def test_a_moments_peak_reads_as_never_off_the_gait():
     assert f"never off by more than {BACK_DEG:g} deg" in line and "back after" not in line
     assert came_back(dict(r, recovered_after_s=1.35)) == "back after 1.35 s"
     assert came_back(dict(r, recovered_after_s=None)) == "not back within the take"
+
+
+def test_a_push_no_body_takes_ends_the_take_as_diverged(rig):
+    """Issue 46: a push of 1e12 N once reported "complete": MuJoCo met the bad acceleration,
+    reset its state to the start pose (the pelvis jumped 2 m) and the take went on from there.
+    MuJoCo's own warning now ends the take as diverged, at the push, keeping what came before."""
+    from engine.take import simulate
+
+    take = simulate(rig, [(MOTION_DIR / "walk.bvh", 0.6)], params=TrackingParams(residual=1.0),
+                    pushes=["0.3:1e12,0,0:0.1"], fps=30, progress=lambda f: None)
+    s = take.meta["summary"]
+    assert s["diverged"] and 0.3 <= s["stopped_at_s"] <= 0.35
+    assert "MuJoCo found the state unsound" in take.meta["stop_reason"]
+    assert take.num_frames >= 9 and np.isfinite(take.q).all()
+    assert np.abs(np.diff(take.q[:, :2], axis=0)).max() < 0.1  # no jump back to the start pose

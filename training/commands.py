@@ -98,6 +98,8 @@ def _train(args, stop) -> int:
     cfg = load_config(args.config) if args.config else None
     if not args.resume and cfg is None:
         raise ParameterError("config", "give --config (or --resume with --out)")
+    if args.resume and not (args.out and Path(args.out).is_dir()):  # before check_out_dir creates it
+        raise ParameterError("resume", f"no run in {args.out or '(no --out given)'}: give --out the folder of the run to continue")
     out = check_out_dir(Path(args.out) if args.out else Path("runs") / (cfg.name if cfg else "run"))
     import torch  # noqa: F401  (only this command and export-policy import torch)
 

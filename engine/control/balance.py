@@ -249,7 +249,7 @@ class Shadow:
                 t1 = clock()
             except (ArithmeticError, ValueError, np.linalg.LinAlgError):  # a solve or step that broke down
                 return total + DIVERGED_COST * (b.horizon - t)
-            if not (np.isfinite(d.qvel).all() and np.abs(d.qvel).max() < MAX_SPEED):
+            if sim.physics.fault or not (np.isfinite(d.qvel).all() and np.abs(d.qvel).max() < MAX_SPEED):
                 return total + DIVERGED_COST * (b.horizon - t)
             total += rollout_cost(sim, ctl)
             seconds["physics"] += t1 - t0
@@ -291,6 +291,7 @@ def restore(sim, ctl: TrackingController, snap: dict) -> None:
     m, d = sim.physics.model, sim.physics.data
     d.qpos[:], d.qvel[:], d.qacc_warmstart[:], d.time = snap["qpos"], snap["qvel"], snap["warm"], snap["time"]
     d.xfrc_applied[:] = 0.0
+    sim.physics.clear_fault()
     mujoco.mj_step1(m, d)  # the backend keeps its data half-stepped
     sim.fatigue = snap["fatigue"].copy()
     sim.steps = snap["steps"]

@@ -169,6 +169,12 @@ class Backend(ABC):
         the backend can tell (None otherwise)."""
         return None
 
+    fault: str | None = None  # what went wrong in a step the engine itself reported (None: nothing)
+
+    def clear_fault(self) -> None:
+        """Forget a reported fault (a state put back from a snapshot)."""
+        self.fault = None
+
     def kinetic_energy(self) -> float:
         s = self.body_state()
         w_local = np.einsum("bji,bj->bi", s.rot, s.angvel)

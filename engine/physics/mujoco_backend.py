@@ -168,6 +168,9 @@ class MujocoBackend(Backend):
         self._xipos, self._ximat = d.xipos[1:], d.ximat[1:].reshape(-1, 3, 3)
         self._cvel, self._com = d.cvel[1:], d.subtree_com[1]
         self._xfrc, self._xfrc_bodies = d.xfrc_applied, d.xfrc_applied[1:]
+        self._warnings = [int(w) for w in (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQVEL,
+                                           mujoco.mjtWarning.mjWARN_BADQPOS)]
+        self._warned = self._warning_count()
         mujoco.mj_forward(m, self.data)
 
     # ---- state --------------------------------------------------------------------------
@@ -212,6 +215,15 @@ class MujocoBackend(Backend):
         mujoco.mj_step2(m, d)
         self._xfrc.fill(0.0)
         mujoco.mj_step1(m, d)
+        n = self._warning_count()
+        if n != self._warned:  # MuJoCo met a bad acceleration, velocity or position and reset its state
+            self._warned = n
+            self.fault = self.fault or "MuJoCo found the state unsound (an acceleration, velocity or position " \
+                "out of bounds, as after a push no body takes) and reset it"
+
+    def _warning_count(self) -> int:
+        w = self.data.warning
+        return sum(int(w[i].number) for i in self._warnings)
 
     def ground_force(self):
         """World-frame force (3,) the ground put on the character in the last step: the
