@@ -89,3 +89,14 @@ def test_a_root_no_body_can_move_is_an_error(rig):
     broken = type(walk)(walk.skeleton, walk.rotations, root, walk.frame_time)
     with pytest.raises(ParameterError, match="root moves at .* m/s"):
         retarget(broken, rig)
+
+
+def test_a_root_held_far_beyond_any_scene_is_an_error(rig):
+    """Issue 46: a file whose root sits at 1e30 (a still root: no speed to catch) was accepted;
+    float64 keeps no millimetres there."""
+    walk = clips.bundled("walk")
+    far = type(walk)(walk.skeleton, walk.rotations, walk.root_translation + [1e30, 0.0, 0.0], walk.frame_time)
+    with pytest.raises(ParameterError, match="from the origin at 0.00 s"):
+        retarget(far, rig)
+    near = type(walk)(walk.skeleton, walk.rotations, walk.root_translation + [900.0, 0.0, 0.0], walk.frame_time)
+    retarget(near, rig)  # a scene's far corner is fine

@@ -11,8 +11,10 @@ muscles. Each check names the body and the frames at fault:
 - floor: a foot more than BELOW_FLOOR_M under the floor;
 - tipped foot: a foot on the floor (its lowest point within FOOT_CONTACT_M) rolled more than
   TIPPED_FOOT_DEG onto its side (a twisted foot; pitching onto the toes is walking);
-- root speed: the root moving faster than MAX_ROOT_SPEED (no runner does; a root of 1e30 in
-  a file does). This one is an error: such a reference cannot be played at all.
+- root speed and place: the root moving faster than MAX_ROOT_SPEED (no runner does; a root
+  jumping to 1e30 in a file does) or further than MAX_ROOT_DISTANCE from the origin (float
+  precision is gone there: a file's root held at 1e30). These are errors: such a reference
+  cannot be played at all.
 
 Findings are dicts: check, body, first_s, last_s, frames (how many), worst (in the check's
 unit) and limit; `describe` turns one into a line.
@@ -29,6 +31,7 @@ BELOW_FLOOR_M = 0.10
 FOOT_CONTACT_M = 0.03
 TIPPED_FOOT_DEG = 45.0
 MAX_ROOT_SPEED = 15.0  # m/s
+MAX_ROOT_DISTANCE = 1e4  # m from the origin (a take's 1e-3 m contact detail needs ~1e-7 relative precision)
 
 
 def _finding(check, body, bad: np.ndarray, values: np.ndarray, limit, fps, unit) -> dict:
@@ -50,6 +53,12 @@ def check_reference(rig, ref) -> list[dict]:
         raise ParameterError("clip", f"{ref.meta.get('source') or 'the clip'}: its root moves at "
                              f"{speed[k]:.3g} m/s at {k / fps:.2f} s (no body moves faster than "
                              f"{MAX_ROOT_SPEED:g} m/s): the file's root positions are broken or in the wrong units")
+    far = np.abs(ref.root_pos).max(axis=-1)
+    if far.max() > MAX_ROOT_DISTANCE:
+        k = int(np.argmax(far))
+        raise ParameterError("clip", f"{ref.meta.get('source') or 'the clip'}: its root is {far[k]:.3g} m from "
+                             f"the origin at {k / fps:.2f} s (at most {MAX_ROOT_DISTANCE:g} m): the file's root "
+                             "positions are broken or in the wrong units")
     for b, t in enumerate(rig.joint_type):
         k, n = rig.dof_start[b], rig.dof_start[b + 1] - rig.dof_start[b]
         name = rig.body_names[b]
