@@ -128,6 +128,17 @@ def full_mass_matrix(model, data, out: np.ndarray) -> np.ndarray:
     return out
 
 
+_WARNING = [""]  # MuJoCo's last warning text (its default handler appends it to MUJOCO_LOG.TXT in the cwd)
+
+
+def _keep_warning(text) -> None:
+    _WARNING[0] = str(text).strip()
+
+
+if mujoco.get_mju_user_warning() is None:  # another handler (a host application's) is left as it is
+    mujoco.set_mju_user_warning(_keep_warning)
+
+
 class MujocoBackend(Backend):
     """MuJoCo simulation of the rig; see the module docstring."""
 
@@ -218,8 +229,9 @@ class MujocoBackend(Backend):
         n = self._warning_count()
         if n != self._warned:  # MuJoCo met a bad acceleration, velocity or position and reset its state
             self._warned = n
-            self.fault = self.fault or "MuJoCo found the state unsound (an acceleration, velocity or position " \
-                "out of bounds, as after a push no body takes) and reset it"
+            said = f": {_WARNING[0].rstrip('.')}" if _WARNING[0] else ""
+            self.fault = self.fault or ("MuJoCo found the state unsound (an acceleration, velocity or position "
+                                        f"out of bounds, as after a push no body takes) and reset it{said}")
 
     def _warning_count(self) -> int:
         w = self.data.warning
