@@ -64,20 +64,20 @@ def cmd_fatigue_curve(args) -> int:
     import numpy as np
 
     from . import fatigue as fat
-    from .plots import fatigue_curve
-
     from .errors import ParameterError
+    from .plots import fatigue_curve
 
     out = check_out_file(args.out, suffixes=FIGURE_SUFFIXES)  # before any work
     p = fat.FatigueParams(F=args.F, R=args.R, r=args.r, LD=args.LD, LR=args.LR, scale=args.scale)
     dt = 1.0 / args.hz
     p.validate(dt)
-    steps = (round(args.on / dt) + round(args.off / dt)) * args.cycles
+    on, off = round(args.on / dt), round(args.off / dt)
+    steps = (on + off) * args.cycles
     if steps > MAX_CURVE_STEPS:
         raise ParameterError("--on", f"--on {args.on:g} and --off {args.off:g} s x {args.cycles} cycles at "
                              f"{args.hz:g} Hz is {steps:.3g} updates; at most {MAX_CURVE_STEPS:.0e} (a day at "
                              "120 Hz is 1e7): shorten the load or lower --hz")
-    period = np.concatenate([np.full(round(args.on / dt), args.load), np.zeros(round(args.off / dt))])
+    period = np.concatenate([np.full(on, args.load), np.zeros(off)])
     load = np.tile(period, args.cycles)
     MA, MR, MF = (x[:, 0] for x in fat.simulate_load(load, dt, p))
     t = np.arange(len(load) + 1) * dt
@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulated seconds of the tracking-controller walk to time (default 2; 0 skips it)")
     p.add_argument("--balance", type=number("--balance", 0.0), default=0.0, metavar="SECONDS",
                    help="simulated seconds of the balance planner's residual-free walk to time, on one core and "
-                   "then on every core (default 0: skipped; ~9 s of computing a simulated second on one core)")
+                   "then on every core (default 0: skipped; slow: 15-30 s of computing a simulated second on a 2-core machine)")
     p.add_argument("--policy", default=None, metavar="P.npz",
                    help="also time a take of this policy (sinew export-policy) on the clip it was trained on")
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")

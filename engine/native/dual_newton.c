@@ -48,17 +48,22 @@ static double clip(double y, double lo, double hi) { /* np.minimum(np.maximum(y,
 /* -1 / 0 / +1: clipped low, free, clipped high (low wins where lo = hi) */
 static int8_t piece(double y, double lo, double hi) { return y <= lo ? -1 : (y >= hi ? 1 : 0); }
 
+/* out = G^T v, a row of G at a time (each row contiguous) */
+static void gt_times(int m, int n, const double *G, const double *v, double *out) {
+    memset(out, 0, (size_t)n * sizeof(double));
+    for (int i = 0; i < m; i++) {
+        const double *g = G + (size_t)i * n;
+        double vi = v[i];
+        for (int j = 0; j < n; j++) out[j] += g[j] * vi;
+    }
+}
+
 /* y = (pull + G^T lam) / reg, x = clip(y), r = G x - rhs */
 static void primal(int m, int n, const double *G, const double *rhs, const double *reg, const double *lo,
                    const double *hi, const double *pull, const double *lam, double *y, double *x, double *r) {
-    memcpy(y, pull, (size_t)n * sizeof(double));
-    for (int i = 0; i < m; i++) {
-        const double *g = G + (size_t)i * n;
-        double l = lam[i];
-        for (int j = 0; j < n; j++) y[j] += g[j] * l;
-    }
+    gt_times(m, n, G, lam, y);
     for (int j = 0; j < n; j++) {
-        y[j] /= reg[j];
+        y[j] = (pull[j] + y[j]) / reg[j];
         x[j] = clip(y[j], lo[j], hi[j]);
     }
     for (int i = 0; i < m; i++) r[i] = dot(n, G + (size_t)i * n, x) - rhs[i];
@@ -199,10 +204,12 @@ static double exact_step(int m, int n, const double *d, const double *F, const d
     return slope > 0.0 ? knot - c / slope : knot;
 }
 
-static double max_abs_sum(int m, const double *a, const double *b) {
+/* F = lam + r, the dual's gradient negated; returns max |F_i| (NaN if any is) */
+static double residual(int m, const double *lam, const double *r, double *F) {
     double v = 0.0;
     for (int i = 0; i < m; i++) {
-        double s = fabs(a[i] + b[i]);
+        F[i] = lam[i] + r[i];
+        double s = fabs(F[i]);
         if (s > v || s != s) v = s;
     }
     return v;
@@ -231,8 +238,7 @@ SINEW_API int sinew_dual_newton(int m, int n, const double *G, const double *rhs
     primal(m, n, G, rhs, reg, lo, hi, pull, lam, y, x, r);
     for (int k = 0; k < max_iter; k++) {
         *steps = k;
-        for (int i = 0; i < m; i++) F[i] = lam[i] + r[i];
-        if (max_abs_sum(m, lam, r) <= tol * scale) {
+        if (residual(m, lam, r, F) <= tol * scale) {
             result = 1;
             break;
         }
@@ -266,12 +272,7 @@ SINEW_API int sinew_dual_newton(int m, int n, const double *G, const double *rhs
         for (int j = 0; j < n; j++) in_J[j] = s[j] == 0;
         for (int i = 0; i < m; i++) rhs_neg[i] = -F[i];
         if (!spd_solve(m, J, rhs_neg, L, step)) lu_solve(m, J, rhs_neg, L, step);
-        memset(w, 0, nn * sizeof(double)); /* w = G^T step */
-        for (int i = 0; i < m; i++) {
-            const double *g = G + (size_t)i * n;
-            double d = step[i];
-            for (int j = 0; j < n; j++) w[j] += g[j] * d;
-        }
+        gt_times(m, n, G, step, w);
         int same = 1;
         for (int j = 0; j < n; j++) {
             b[j] = w[j] / reg[j];
@@ -290,7 +291,7 @@ SINEW_API int sinew_dual_newton(int m, int n, const double *G, const double *rhs
         for (int i = 0; i < m; i++) lam[i] += t * step[i];
         primal(m, n, G, rhs, reg, lo, hi, pull, lam, y, x, r);
     }
-    if (result == -2) result = max_abs_sum(m, lam, r) <= tol * scale;
+    if (result == -2) result = residual(m, lam, r, F) <= tol * scale;
     free(buf), free(ev), free(cols), free(s);
     return result;
 }
