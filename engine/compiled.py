@@ -33,8 +33,8 @@ import numpy as np
 
 ENV = "SINEW_COMPILED"  # "0" switches the compiled path off
 NATIVE = Path(__file__).resolve().parent / "native"
-SOURCES = ("dual_newton.c", "muscle_step.c")  # name order, as tools/build_native.py hashes them
-ABI_VERSION = 2
+SOURCES = ("decision_terms.c", "dual_newton.c", "muscle_step.c", "sinew_muscles.h")  # name order, as tools/build_native.py hashes them
+ABI_VERSION = 3
 SUFFIX = {"linux": "so", "windows": "dll", "macos": "dylib"}
 
 _c_p = ctypes.c_void_p
@@ -49,6 +49,15 @@ class _Muscles(ctypes.Structure):
                                        "f0", "l_rest", "lt", "lm", "kp", "kd")]
                 + [(n, ctypes.c_double) for n in ("dt", "F", "R", "r", "LD", "LR")]
                 + [(n, _c_p) for n in ("wp_pos", "wp_vel", "seg_u", "wp_force", "anchor")])
+
+
+class _Decision(ctypes.Structure):
+    """SinewDecision of decision_terms.c, field for field."""
+
+    _fields_ = ([("nv", ctypes.c_int32), ("NC", ctypes.c_int32)]
+                + [(n, _c_p) for n in ("chain_start", "chain", "contact_body", "corner")]
+                + [("mu", ctypes.c_double)]
+                + [(n, _c_p) for n in ("jw", "jv", "wrench", "touched")])
 
 
 def platform_name() -> str | None:
@@ -92,17 +101,23 @@ def _load():
         return None, f"{path.name} does not load: {e}"
     lib.sinew_source_hash.restype = ctypes.c_char_p
     lib.sinew_abi_version.restype = lib.sinew_struct_size.restype = ctypes.c_int
+    if not hasattr(lib, "sinew_decision_size"):
+        return None, f"{path.name} has another interface than engine/compiled.py"
+    lib.sinew_decision_size.restype = ctypes.c_int
     want = source_hash()
     got = lib.sinew_source_hash().decode()
     if want is not None and got != want:
         return None, f"{path.name} was built from other C sources than engine/native's (run `make compiled`)"
-    if lib.sinew_abi_version() != ABI_VERSION or lib.sinew_struct_size() != ctypes.sizeof(_Muscles):
+    if (lib.sinew_abi_version() != ABI_VERSION or lib.sinew_struct_size() != ctypes.sizeof(_Muscles)
+            or lib.sinew_decision_size() != ctypes.sizeof(_Decision)):
         return None, f"{path.name} has another interface than engine/compiled.py"
     lib.sinew_muscle_step.argtypes = [_c_p, _c_p, ctypes.c_int, _c_p]
     lib.sinew_muscle_step.restype = None
     lib.sinew_dual_newton.argtypes = [ctypes.c_int, ctypes.c_int] + [_c_p] * 6 + [ctypes.c_double, ctypes.c_int,
                                                                                 _c_p, _c_p, _c_p]
     lib.sinew_dual_newton.restype = ctypes.c_int
+    lib.sinew_decision_terms.argtypes = [_c_p] * 6 + [ctypes.c_double] + [_c_p] * 3
+    lib.sinew_decision_terms.restype = ctypes.c_int
     return lib, "compiled"
 
 
@@ -170,6 +185,58 @@ class CompiledMuscles:
         out = self._out.copy()
         M = self.M
         return out[:7 * M].reshape(7, M), out[7 * M:].reshape(2, self.B, 3)
+
+
+class DecisionTerms:
+    """engine.control.tracking.TrackingController.muscle_terms in C (engine/native/
+    decision_terms.c): the Hill factors, moment arms and contact edge Jacobians a decision
+    needs, from the body state and MuJoCo's data at it, in one call. Shares `muscles`' (a
+    CompiledMuscles of the same rig) buffers: not to be called from two threads at once."""
+
+    def __init__(self, lib, rig, model, muscles: CompiledMuscles, contact_bodies, corners, mu: float):
+        B, nv, M = rig.num_bodies, model.nv, rig.num_muscles
+        i32 = lambda a: np.ascontiguousarray(a, dtype=np.int32)
+        chains = []  # the DOFs that move each body: its own and its ancestors' (MuJoCo body b + 1)
+        for b in range(B):
+            dofs, body = [], b + 1
+            while body > 0:
+                dofs += np.flatnonzero(model.dof_bodyid == body).tolist()
+                body = int(model.body_parentid[body])
+            chains.append(sorted(dofs))
+        if len(set(model.body_rootid[1:].tolist())) != 1:
+            raise ValueError("DecisionTerms: the rig must be one kinematic tree")
+        self._root = int(model.body_rootid[1])
+        keep = dict(chain_start=i32(np.r_[0, np.cumsum([len(c) for c in chains])]),
+                    chain=i32(np.concatenate(chains)), contact_body=i32(contact_bodies),
+                    corner=np.ascontiguousarray(corners, dtype=np.float64).reshape(B, 8, 3),
+                    jw=np.zeros(3 * nv * B), jv=np.zeros(3 * nv * B), wrench=np.zeros(6 * B),
+                    touched=np.zeros(B, np.int32))
+        self._keep = keep
+        self._struct = _Decision(nv=nv, NC=len(keep["contact_body"]), mu=float(mu),
+                                 **{k: v.ctypes.data for k, v in keep.items()})
+        self._muscles = muscles
+        self.M, self.nv, self.B = M, nv, B
+        self._out = np.zeros(4 * M)
+        self._Jc = np.zeros((16 * len(keep["contact_body"]), nv))
+        self._call = lib.sinew_decision_terms
+
+    def __call__(self, state, data, margin: float):
+        """(f_l f_v, f_PE (M,), A (M, nv), Jc (rows, nv)) at the body state, `data` MuJoCo's
+        at it (cdof, xipos and the tree's centre of mass are read); fresh arrays."""
+        mus = self._muscles
+        mus._rot[...] = state.rot
+        mus._pos[...] = state.pos
+        mus._lin[...] = state.linvel
+        mus._ang[...] = state.angvel
+        cdof = np.ascontiguousarray(data.cdof, dtype=np.float64)
+        xipos = np.ascontiguousarray(data.xipos[1:], dtype=np.float64)
+        com = np.ascontiguousarray(data.subtree_com[self._root], dtype=np.float64)
+        A = np.empty((self.M, self.nv))
+        rows = self._call(ctypes.byref(mus._struct), ctypes.byref(self._struct), mus._in.ctypes.data,
+                          cdof.ctypes.data, xipos.ctypes.data, com.ctypes.data, float(margin),
+                          self._out.ctypes.data, A.ctypes.data, self._Jc.ctypes.data)
+        M = self.M
+        return self._out[2 * M:3 * M].copy(), self._out[3 * M:].copy(), A, self._Jc[:rows].copy()
 
 
 def dual_newton(lib, G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200, info=None):

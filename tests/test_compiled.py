@@ -143,11 +143,54 @@ def test_compiled_solve_equals_numpy(seed):
 
 
 @needs_compiled
-def test_the_tracker_solves_in_c_and_its_take_is_numpys(rig):
-    """A tracked take steps the same with the compiled solve as with numpy's (the solve was 55 %
-    of a planner rollout step: benchmarks/coordination_solvers.py)."""
+def test_the_decisions_terms_in_c_equal_numpys(rig):
+    """engine/native/decision_terms.c gives the tracker's muscle_terms (Hill factors, moment
+    arms, contact edge Jacobians) of the numpy definition to rounding, on walk poses with
+    random joint offsets and velocities, from feet in the air (no contact rows) to feet sunk
+    below the floor (all 16 rows of each foot body), and with the stand controller's margin
+    -inf (no rows)."""
+    import mujoco
+
+    from engine.control.plan import MotionPlan, QSpace, load_clip
+    from engine.control.tracking import TrackingController
+    from engine.simulation import Simulation
+
+    from .conftest import MOTION_DIR
+
+    sim = Simulation(rig)
+    ref, _ = load_clip(rig, MOTION_DIR / "walk.bvh")
+    ctrl = TrackingController(sim, MotionPlan(rig, [(ref, 1.0, "walk")]))
+    c_terms = ctrl._terms
+    assert c_terms is not None
+    rng, rows = np.random.default_rng(3), set()
+    for i in range(12):
+        q = QSpace(rig).add(ref.q[7 * i], rng.normal(scale=0.05, size=rig.num_dofs))
+        q[2] -= 0.012 * i  # from the air into the floor
+        sim.physics.set_q(q)
+        sim.physics.data.qvel[:] = rng.normal(scale=0.5, size=rig.num_dofs)
+        mujoco.mj_forward(sim.physics.model, sim.physics.data)
+        state = sim.physics.body_state()
+        for margin in (None, -np.inf, 0.05):
+            ctrl._terms = c_terms
+            got = ctrl.muscle_terms(sim, state, margin)
+            ctrl._terms = None
+            want = ctrl.muscle_terms(sim, state, margin)
+            for a, b in zip(got, want):
+                assert a.shape == b.shape
+                if b.size:
+                    assert_same(a, b)
+            rows.add(len(got[3]))
+    ctrl._terms = c_terms
+    assert 0 in rows and max(rows) == 16 * len(ctrl._contact_bodies) and len(rows) > 3
+
+
+@needs_compiled
+def test_the_tracker_decides_in_c_and_its_take_is_numpys(rig, monkeypatch):
+    """A tracked take steps the same with the compiled solve and decision terms as with
+    numpy's (the solve was 55 % of a planner rollout step, benchmarks/coordination_solvers.py;
+    then the terms were most of the rest)."""
     from engine.control import coordination
-    from engine.control.tracking import TrackingParams
+    from engine.control.tracking import TrackingController, TrackingParams
     from engine.take import simulate
 
     from .conftest import MOTION_DIR
@@ -158,12 +201,9 @@ def test_the_tracker_solves_in_c_and_its_take_is_numpys(rig):
 
     assert coordination._newton() is not coordination.dual_newton
     c = take()
-    numpy_solve = coordination._newton
-    coordination._newton = lambda: coordination.dual_newton
-    try:
-        n = take()
-    finally:
-        coordination._newton = numpy_solve
+    monkeypatch.setattr(coordination, "_newton", lambda: coordination.dual_newton)
+    monkeypatch.setattr(TrackingController, "_compiled_terms", lambda self, sim: None)
+    n = take()
     assert np.abs(c.q - n.q).max() < 1e-6 and np.abs(c.activation - n.activation).max() < 1e-6
 
 

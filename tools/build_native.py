@@ -29,7 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NATIVE = ROOT / "engine" / "native"
-SOURCES = sorted(NATIVE.glob("*.c"))  # muscle_step.c, dual_newton.c: one library
+SOURCES = sorted(NATIVE.glob("*.c"))  # muscle_step.c, dual_newton.c, decision_terms.c: one library
+HASHED = sorted([*SOURCES, *NATIVE.glob("*.h")], key=lambda p: p.name)  # the sources and their header
 
 # Blender platform -> Zig target triple and library suffix (engine.compiled names the files).
 TARGETS = {
@@ -41,8 +42,8 @@ TARGETS = {
 FLAGS = ["-O2", "-s", "-shared", "-fPIC", "-ffp-contract=off", "-std=c99", "-Wall", "-Werror"]
 
 
-def source_hash(paths=SOURCES) -> str:
-    """SHA-256 (hex, first 16 digits) of the C sources in name order, line endings normalised
+def source_hash(paths=HASHED) -> str:
+    """SHA-256 (hex, first 16 digits) of the C sources and headers in name order, line endings normalised
     (engine.compiled.source_hash, the same)."""
     h = hashlib.sha256()
     for path in paths:

@@ -169,6 +169,17 @@ class TrackingController:
         self.pace = Pace(self.params.pace, sim.dt)
         self._legs = np.isin(sim.rig.muscle_group, [GROUPS.index("right_leg"), GROUPS.index("left_leg")])
         self._paced_to = 0  # physics steps the pace governor has seen
+        self._terms = self._compiled_terms(sim)
+
+    def _compiled_terms(self, sim):
+        """muscle_terms in C (engine.compiled.DecisionTerms) where the muscle step is compiled,
+        else None (the numpy below, the definition)."""
+        from .. import compiled
+
+        lib, steps = compiled.library(), getattr(sim.muscles, "_compiled", None)
+        if lib is None or steps is None:
+            return None
+        return compiled.DecisionTerms(lib, sim.rig, self.model, steps, self._contact_bodies, self._corner_local, FRICTION)
 
     # ---- pieces -----------------------------------------------------------------------
     def reference(self, step):
@@ -220,7 +231,7 @@ class TrackingController:
         w, v = jac  # (nv, B, 3)
         bodies = self._contact_bodies
         corners = np.einsum("bij,bkj->bki", state.rot[bodies], self._corner_local[bodies]) + state.pos[bodies][:, None]
-        low = np.argsort(corners[..., 2], axis=1)[:, :4]  # the 4 lowest corners of each body
+        low = np.argsort(corners[..., 2], axis=1, kind="stable")[:, :4]  # the 4 lowest corners of each body
         pts = np.take_along_axis(corners, low[..., None], axis=1).reshape(-1, 3)
         owner = np.repeat(bodies, 4)
         near = pts[:, 2] < (self.params.contact_margin if margin is None else margin)
@@ -276,9 +287,12 @@ class TrackingController:
         """What the solve needs of the muscles and the ground at the physics state (the
         data already forwarded there): the Hill factors f_l f_v and f_PE (M,), the moment
         arms A (M, nv) and the contact edge Jacobians Jc (n, nv) of the corners within
-        `margin` (default contact_margin) of the floor."""
+        `margin` (default contact_margin) of the floor. Computed in C where the library loads
+        (engine/native/decision_terms.c, equal to the numpy here to rounding)."""
         from .. import muscle as hill
 
+        if self._terms is not None:
+            return self._terms(state, self.data, self.params.contact_margin if margin is None else margin)
         rig = self.rig
         u, length, rate = sim.muscles.kinematics(state.rot, state.pos, state.linvel, state.angvel)
         lbar = hill.normalized_length(length, rig.muscle_rest_length, rig.muscle_lt, rig.muscle_lm)

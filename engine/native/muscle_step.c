@@ -13,45 +13,17 @@
  * transpose of the LBS map (eq. 20).
  */
 #include <math.h>
-#include <stdint.h>
 #include <string.h>
 
-#if defined(_WIN32)
-#define SINEW_API __declspec(dllexport)
-#else
-#define SINEW_API __attribute__((visibility("default")))
-#endif
+#include "sinew_muscles.h"
 
 #ifndef SINEW_SOURCE_HASH
 #define SINEW_SOURCE_HASH "unknown"
 #endif
 
-#define V_MAX 10.0
-#define LBAR_GUARD 10.0
-#define FLFV_FLOOR 1e-6
-
-/* Everything fixed for a rig, laid out as engine/compiled.py's ctypes Structure. */
-typedef struct {
-    int32_t B, K, S, M;
-    const int32_t *wp_body;   /* K x 2: LBS bodies of each waypoint */
-    const double *wp_weight;  /* K x 2: blend weights (0: unused slot) */
-    const double *wp_local;   /* K x 2 x 3: anchor in each body's frame */
-    const int32_t *seg_a;     /* S: start waypoint of each segment */
-    const int32_t *seg_b;     /* S: end waypoint */
-    const int32_t *seg_start; /* M + 1: first segment of each muscle, then S */
-    const int32_t *body_start; /* B + 1: first entry of each body in body_slot, then its length */
-    const int32_t *body_slot; /* waypoint slots 2 k + s with a weight, grouped by body */
-    const double *f0, *l_rest, *lt, *lm, *kp, *kd; /* M each */
-    double dt, F, R, r, LD, LR; /* time step and effective 3CC-r rates (scale applied) */
-    double *wp_pos, *wp_vel;  /* scratch K x 3 each */
-    double *seg_u;            /* scratch S x 3: unit segment directions */
-    double *wp_force;         /* scratch K x 3 */
-    double *anchor;           /* scratch K x 2 x 3: R_i x_i, each anchor's offset from its body */
-} SinewMuscles;
-
 SINEW_API const char *sinew_source_hash(void) { return SINEW_SOURCE_HASH; }
 
-SINEW_API int sinew_abi_version(void) { return 2; } /* bump when a call or the struct changes (2: sinew_dual_newton) */
+SINEW_API int sinew_abi_version(void) { return 3; } /* bump when a call or a struct changes (2: sinew_dual_newton, 3: sinew_decision_terms) */
 
 SINEW_API int sinew_struct_size(void) { return (int)sizeof(SinewMuscles); }
 
@@ -59,8 +31,8 @@ static double max0(double x, double lo) { return x < lo ? lo : x; } /* np.maximu
 static double min0(double x, double hi) { return x > hi ? hi : x; } /* np.minimum, NaN kept */
 
 /* Stage 1: waypoints p = sum_i w_i (R_i x_i + t_i), dp/dt = sum_i w_i (v_i + w_i x R_i x_i). */
-static void waypoints(const SinewMuscles *m, const double *rot, const double *pos,
-                      const double *lin, const double *ang) {
+void sinew_waypoints(const SinewMuscles *m, const double *rot, const double *pos,
+                     const double *lin, const double *ang) {
     for (int k = 0; k < m->K; k++) {
         double p[3] = {0, 0, 0}, v[3] = {0, 0, 0};
         for (int s = 0; s < 2; s++) {
@@ -83,7 +55,7 @@ static void waypoints(const SinewMuscles *m, const double *rot, const double *po
 }
 
 /* Stage 1: unit directions, polyline lengths and their rates sum_s u_s . (v_b - v_a). */
-static void lengths(const SinewMuscles *m, double *length, double *rate) {
+void sinew_lengths(const SinewMuscles *m, double *length, double *rate) {
     for (int j = 0; j < m->M; j++) {
         double l = 0.0, ld = 0.0;
         for (int s = m->seg_start[j]; s < m->seg_start[j + 1]; s++) {
@@ -103,7 +75,7 @@ static void lengths(const SinewMuscles *m, double *length, double *rate) {
 }
 
 /* Stage 2: f_l f_v and f_PE at normalised length and velocity (eq. 23-25, engine.muscle). */
-static void hill_factors(double lbar, double vbar, double *flfv, double *fpe) {
+void sinew_hill_factors(double lbar, double vbar, double *flfv, double *fpe) {
     double e = lbar - 1.0;
     double fl = exp(-(e * e) / 0.5);
     double vp = vbar > 0 ? vbar : 0.0 * vbar, vn = vbar > 0 ? 0.0 * vbar : vbar;
@@ -125,7 +97,7 @@ static void muscle(const SinewMuscles *m, int j, double command, int is_activati
     double lbar = (l / m->l_rest[j] - m->lt[j]) / m->lm[j];
     double vbar = ld / (m->l_rest[j] * m->lm[j]);
     double flfv, fpe;
-    hill_factors(lbar, vbar, &flfv, &fpe);
+    sinew_hill_factors(lbar, vbar, &flfv, &fpe);
     double wanted = command;
     if (!is_activation) {
         double target = (command + 1.0) * m->l_rest[j];
@@ -191,8 +163,8 @@ SINEW_API void sinew_muscle_step(const SinewMuscles *m, const double *in, int is
     int B = m->B, M = m->M;
     const double *rot = in, *pos = in + 9 * B, *lin = in + 12 * B, *ang = in + 15 * B;
     const double *command = in + 18 * B, *MA = command + M, *MR = MA + M, *MF = MR + M;
-    waypoints(m, rot, pos, lin, ang);
-    lengths(m, out, out + M);
+    sinew_waypoints(m, rot, pos, lin, ang);
+    sinew_lengths(m, out, out + M);
     for (int j = 0; j < M; j++) muscle(m, j, command[j], is_activation, MA[j], MR[j], MF[j], out);
     wrenches(m, out + 3 * M, out + 7 * M);
 }
