@@ -57,7 +57,7 @@ class _Decision(ctypes.Structure):
     _fields_ = ([("nv", ctypes.c_int32), ("NC", ctypes.c_int32)]
                 + [(n, _c_p) for n in ("chain_start", "chain", "contact_body", "corner")]
                 + [("mu", ctypes.c_double)]
-                + [(n, _c_p) for n in ("jw", "jv", "wrench", "touched")])
+                + [(n, _c_p) for n in ("jw", "jv", "wrench", "touched", "moves")])
 
 
 def platform_name() -> str | None:
@@ -210,7 +210,7 @@ class DecisionTerms:
                     chain=i32(np.concatenate(chains)), contact_body=i32(contact_bodies),
                     corner=np.ascontiguousarray(corners, dtype=np.float64).reshape(B, 8, 3),
                     jw=np.zeros(3 * nv * B), jv=np.zeros(3 * nv * B), wrench=np.zeros(6 * B),
-                    touched=np.zeros(B, np.int32))
+                    touched=np.zeros(B, np.int32), moves=np.zeros(nv, np.int32))
         self._keep = keep
         self._struct = _Decision(nv=nv, NC=len(keep["contact_body"]), mu=float(mu),
                                  **{k: v.ctypes.data for k, v in keep.items()})

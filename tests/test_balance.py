@@ -265,6 +265,22 @@ def test_the_planner_steers_the_root_back_onto_the_clips_path():
     assert np.allclose((far - v_ref) / 0.3, [-np.sqrt(0.5), -np.sqrt(0.5)])
 
 
+def test_the_costs_pelvis_tilt_is_the_rotation_vectors_roll_and_pitch():
+    """Eq. (1)'s tilt term, written in floats for the rollouts, equals |(roll, pitch)|^2 of the
+    rotation vector of q_ref q^-1 from engine.transforms, for random and nearly equal
+    orientations (angles near 0 and near pi, quaternions of either sign)."""
+    from engine.control.balance import pelvis_tilt_sq
+    from engine.transforms import quat_conjugate, quat_multiply, quat_normalize, quat_to_axis_angle
+
+    rng = np.random.default_rng(5)
+    for i in range(200):
+        a = quat_normalize(rng.normal(size=4))
+        b = a * (-1) ** i + (rng.normal(scale=10.0 ** -rng.integers(1, 9), size=4) if i % 2 else rng.normal(size=4))
+        b = quat_normalize(b)
+        want = quat_to_axis_angle(quat_multiply(a, quat_conjugate(b)))[:2]
+        assert pelvis_tilt_sq(a, b) == pytest.approx(float(want @ want), rel=1e-9, abs=1e-18)
+
+
 def test_a_real_capture_walks_on_its_path(rig):
     """The CMU walk (another person, another skeleton, 120 fps) played for its own length with
     no residual: the root stays on the clip's path. With the clip's velocity alone in the

@@ -31,6 +31,7 @@ meets any error. Measured in docs/research/balance.md (ninth and tenth sessions)
 from __future__ import annotations
 
 import copy
+import math
 import sys
 import time
 from dataclasses import dataclass
@@ -40,7 +41,6 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..interrupt import end_pool, forked_worker_signals, process_pool
-from ..transforms import quat_conjugate, quat_multiply, quat_to_axis_angle
 from .tracking import TrackingController
 
 FALL_COST = 1e3  # per step left in a rollout once it falls (eq. 1)
@@ -153,8 +153,8 @@ def offsets_at(U: np.ndarray, start: int, knot: int, step: int) -> np.ndarray:
     """The offsets at physics step `step` of a plan whose knot j (row j of U) is at
     start + j knot: linear between knots, the first before and the last held after."""
     x = (step - start) / knot
-    j = int(np.clip(np.floor(x), 0, len(U) - 2))
-    w = float(np.clip(x - j, 0.0, 1.0))
+    j = min(max(math.floor(x), 0), len(U) - 2)
+    w = min(max(x - j, 0.0), 1.0)
     return (1 - w) * U[j] + w * U[j + 1]
 
 
@@ -186,13 +186,32 @@ class OffsetTracker(TrackingController):
         return self.plan.space.add(q_ref, dv)
 
 
-def path_velocity(p, p_ref, v_ref, b: BalanceParams) -> np.ndarray:
+def path_velocity(p, p_ref, v_ref, b: BalanceParams) -> tuple[float, float]:
     """Eq. (2): the horizontal root velocity that brings the root p back onto the clip's path."""
-    catch = (p_ref - p) / b.path_time
-    n = float(np.hypot(catch[0], catch[1]))
+    catch_x, catch_y = (p_ref[0] - p[0]) / b.path_time, (p_ref[1] - p[1]) / b.path_time
+    n = math.hypot(catch_x, catch_y)
     if n > b.path_speed:
-        catch = catch * (b.path_speed / n)
-    return v_ref + catch
+        catch_x, catch_y = catch_x * (b.path_speed / n), catch_y * (b.path_speed / n)
+    return float(v_ref[0] + catch_x), float(v_ref[1] + catch_y)
+
+
+def pelvis_tilt_sq(q_ref: np.ndarray, q: np.ndarray) -> float:
+    """|roll, pitch|^2 of the world-frame pelvis error q_ref q^-1 as a rotation vector (eq. 1's
+    tilt; transforms.quat_to_axis_angle of quat_multiply(q_ref, quat_conjugate(q)), in floats:
+    this runs every rollout step)."""
+    aw, ax, ay, az = (float(v) for v in q_ref)
+    bw, bx, by, bz = float(q[0]), -float(q[1]), -float(q[2]), -float(q[3])
+    w = aw * bw - ax * bx - ay * by - az * bz
+    x = aw * bx + ax * bw + ay * bz - az * by
+    y = aw * by - ax * bz + ay * bw + az * bx
+    z = aw * bz + ax * by - ay * bx + az * bw
+    n = math.sqrt(w * w + x * x + y * y + z * z)
+    if w < 0:
+        n = -n
+    w, x, y, z = w / n, x / n, y / n, z / n
+    s = math.sqrt(x * x + y * y + z * z)
+    scale = 2.0 if s < 1e-12 else 2.0 * math.atan2(s, w) / s
+    return (x * x + y * y) * scale * scale
 
 
 def rollout_cost(sim, ctl: OffsetTracker) -> float:
@@ -203,12 +222,12 @@ def rollout_cost(sim, ctl: OffsetTracker) -> float:
     b = ctl.balance
     q, qd = sim.physics.get_q()
     q_ref, v_ref, _ = ctl.reference(sim.steps)
-    tilt = quat_to_axis_angle(quat_multiply(q_ref[3:7], quat_conjugate(q[3:7])))[:2]  # world-frame pelvis error
     u = ctl.offsets(sim.steps)
-    dv = qd[:2] - path_velocity(q[:2], q_ref[:2], v_ref[:2], b)
+    vx, vy = path_velocity(q, q_ref, v_ref, b)
+    dvx, dvy = qd[0] - vx, qd[1] - vy
     err = joint_errors_deg(sim.rig, ctl.plan.space.diff(q, q_ref)) / 10.0
-    return (b.w_height * (q[2] - q_ref[2]) ** 2 + b.w_tilt * float(tilt @ tilt) + b.w_speed * float(dv @ dv)
-            + b.w_joint * err * err + b.w_offset * float(u @ u))
+    return (b.w_height * (q[2] - q_ref[2]) ** 2 + b.w_tilt * pelvis_tilt_sq(q_ref[3:7], q[3:7])
+            + b.w_speed * float(dvx * dvx + dvy * dvy) + b.w_joint * err * err + b.w_offset * float(u @ u))
 
 
 class Shadow:

@@ -336,7 +336,7 @@ class TrackingController:
         # residual generalised force -> force at the pelvis centre and torque (world)
         force = g[:3].copy()
         R0 = state.rot[0] @ rig.body_rest_rot[0].T  # the root joint's frame
-        torque = R0 @ g[3:] - np.cross(state.pos[0] - q[:3], force)
+        torque = R0 @ g[3:] - cross(state.pos[0] - q[:3], force)
         achieved = sol.achieved + contact_gf
         achieved[:6] += g
         self.last = dict(tau=tau, achieved=achieved, contact_gf=contact_gf, muscle_gf=sol.achieved, residual=g, activation=sol.activation,

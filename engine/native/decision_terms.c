@@ -15,7 +15,8 @@
  *   by -u, so the muscle's rate is l' = -sum over bodies (F_b . v_b + T_b . w_b) with F_b, T_b
  *   the force and torque (about c_b) a unit tension puts on body b (MuscleVAE eq. 20, the
  *   transpose of the LBS map), and A[m, d] = -sum_b (F_b . Jv_b[:, d] + T_b . Jw_b[:, d]),
- *   summed over the few bodies each muscle touches and the DOFs that move them.
+ *   summed over the few bodies each muscle touches and the DOFs that move them; exactly 0 for
+ *   a DOF that moves all of them (a rigid motion of the muscle's whole path).
  * - Contacts: each contact body's 8 box corners, its 4 lowest (a stable sort, as
  *   numpy's argsort(kind="stable")), those below `margin`, each giving 4 rows n + mu t.
  */
@@ -34,6 +35,7 @@ typedef struct {
     double *jw, *jv;              /* scratch B x 3 x nv: the body Jacobians (zero off the chain) */
     double *wrench;               /* scratch B x 6: a unit tension's force and torque per body */
     int32_t *touched;             /* scratch B: the bodies a muscle touches, in order */
+    int32_t *moves;               /* scratch nv: how many of them each DOF moves */
 } SinewDecision;
 
 SINEW_API int sinew_decision_size(void) { return (int)sizeof(SinewDecision); }
@@ -101,7 +103,22 @@ static void moment_arms(const SinewMuscles *m, SinewDecision *d, double *A) {
                 int k = d->chain[e];
                 row[k] -= W[0] * jv[k] + W[1] * jv[nv + k] + W[2] * jv[2 * nv + k]
                         + W[3] * jw[k] + W[4] * jw[nv + k] + W[5] * jw[2 * nv + k];
+                d->moves[k]++;
             }
+        }
+        /* A DOF that moves every body the muscle touches moves them as one rigid piece: its
+         * moment arm is exactly 0 (the sum above leaves round-off, ~1e-16; an exact zero lets
+         * the solve skip it, dual_newton.c) */
+        for (int i = 0; i < n_touched; i++) {
+            int b = d->touched[i];
+            for (int e = d->chain_start[b]; e < d->chain_start[b + 1]; e++) {
+                int k = d->chain[e];
+                if (d->moves[k] == n_touched) row[k] = 0.0;
+            }
+        }
+        for (int i = 0; i < n_touched; i++) {
+            int b = d->touched[i];
+            for (int e = d->chain_start[b]; e < d->chain_start[b + 1]; e++) d->moves[d->chain[e]] = 0;
         }
     }
 }

@@ -6,7 +6,8 @@
  * The numpy functions are the definition; this file repeats them (the same pieces, the same
  * line search, J updated by the columns that entered or left their box), so the two agree to
  * the solve's tolerance (tests/test_compiled.py). What differs is only where numpy would
- * round differently: the order of the sums in J and of equal breakpoints. One call costs what
+ * round differently: the order of the sums in J and of equal breakpoints. G's exact zeros are
+ * skipped (it is held by columns, compressed): the tracker's G is ~8 % nonzeros. One call costs what
  * numpy spends in Python overhead alone (the solve was 55 % of a planner rollout step).
  *
  * G is m x n, row-major (rows: the generalised coordinates, 56 for the rig; columns: the
@@ -48,39 +49,65 @@ static double clip(double y, double lo, double hi) { /* np.minimum(np.maximum(y,
 /* -1 / 0 / +1: clipped low, free, clipped high (low wins where lo = hi) */
 static int8_t piece(double y, double lo, double hi) { return y <= lo ? -1 : (y >= hi ? 1 : 0); }
 
-/* out = G^T v, a row of G at a time (each row contiguous) */
-static void gt_times(int m, int n, const double *G, const double *v, double *out) {
-    memset(out, 0, (size_t)n * sizeof(double));
-    for (int i = 0; i < m; i++) {
-        const double *g = G + (size_t)i * n;
-        double vi = v[i];
-        for (int j = 0; j < n; j++) out[j] += g[j] * vi;
+/* G's nonzeros by column (compressed sparse columns, rows ascending): the moment arms are
+ * sparse (a muscle moves only the few DOFs between the bodies it spans, ~4 of 56) and so
+ * are the contact rows (the foot's chain), so the products and J's updates visit only
+ * these. Exact zeros only: skipping them changes no sum. */
+typedef struct {
+    int *start; /* n + 1 */
+    int *row;
+    double *val;
+} Columns;
+
+static void compress(int m, int n, const double *G, Columns *c) {
+    int *start = c->start;
+    memset(start, 0, (size_t)(n + 1) * sizeof(int));
+    for (int i = 0; i < m; i++) /* counts, shifted by one */
+        for (int j = 0; j < n; j++) start[j + 1] += G[(size_t)i * n + j] != 0.0;
+    for (int j = 0; j < n; j++) start[j + 1] += start[j];
+    for (int i = 0; i < m; i++) /* row by row: each column's rows come out ascending */
+        for (int j = 0; j < n; j++) {
+            double g = G[(size_t)i * n + j];
+            if (g == 0.0) continue;
+            int p = start[j]++;
+            c->row[p] = i;
+            c->val[p] = g;
+        }
+    for (int j = n; j > 0; j--) start[j] = start[j - 1]; /* the fill advanced each start to the next */
+    start[0] = 0;
+}
+
+/* out = G^T v */
+static void gt_times(int n, const Columns *c, const double *v, double *out) {
+    for (int j = 0; j < n; j++) {
+        double s = 0.0;
+        for (int p = c->start[j]; p < c->start[j + 1]; p++) s += c->val[p] * v[c->row[p]];
+        out[j] = s;
     }
 }
 
 /* y = (pull + G^T lam) / reg, x = clip(y), r = G x - rhs */
-static void primal(int m, int n, const double *G, const double *rhs, const double *reg, const double *lo,
+static void primal(int m, int n, const Columns *c, const double *rhs, const double *reg, const double *lo,
                    const double *hi, const double *pull, const double *lam, double *y, double *x, double *r) {
-    gt_times(m, n, G, lam, y);
+    gt_times(n, c, lam, y);
+    for (int i = 0; i < m; i++) r[i] = -rhs[i];
     for (int j = 0; j < n; j++) {
         y[j] = (pull[j] + y[j]) / reg[j];
-        x[j] = clip(y[j], lo[j], hi[j]);
+        double xj = x[j] = clip(y[j], lo[j], hi[j]);
+        for (int p = c->start[j]; p < c->start[j + 1]; p++) r[c->row[p]] += c->val[p] * xj;
     }
-    for (int i = 0; i < m; i++) r[i] = dot(n, G + (size_t)i * n, x) - rhs[i];
 }
 
 /* J += sum_j G[:, j] G[:, j]^T coef[j] over the listed columns, lower triangle and diagonal
- * (the Cholesky reads only those), one rank-1 update per column from GT = G^T (n x m,
- * row-major: each column contiguous), so the inner loop runs along a row of J. */
-static void add_columns(int m, const double *restrict GT, const double *restrict coef, const int *restrict cols,
+ * (the Cholesky reads only those): one sparse rank-1 update per column. */
+static void add_columns(int m, const Columns *restrict c, const double *restrict coef, const int *restrict cols,
                         int ncols, double *restrict J) {
-    for (int c = 0; c < ncols; c++) {
-        int j = cols[c];
-        const double *g = GT + (size_t)j * m;
-        for (int i = 0; i < m; i++) {
-            double gi = g[i] * coef[j];
-            double *restrict Ji = J + (size_t)i * m;
-            for (int k = 0; k <= i; k++) Ji[k] += gi * g[k];
+    for (int q = 0; q < ncols; q++) {
+        int j = cols[q], p0 = c->start[j], p1 = c->start[j + 1];
+        for (int a = p0; a < p1; a++) {
+            double ga = c->val[a] * coef[j];
+            double *restrict Ji = J + (size_t)c->row[a] * m;
+            for (int b = p0; b <= a; b++) Ji[c->row[b]] += ga * c->val[b];
         }
     }
 }
@@ -221,21 +248,23 @@ SINEW_API int sinew_dual_newton(int m, int n, const double *G, const double *rhs
     size_t nn = (size_t)n, mm = (size_t)m;
     double *buf = malloc((5 * nn + 4 * mm + 2 * mm * mm + nn * mm) * sizeof(double));
     Breakpoint *ev = malloc(2 * nn * sizeof(Breakpoint) + 1);
-    int *cols = malloc(nn * sizeof(int) + 1);
+    int *cols = malloc((2 * nn + 1 + nn * mm) * sizeof(int));
     int8_t *s = malloc(2 * nn + 1);
     if (!buf || !ev || !cols || !s) {
         free(buf), free(ev), free(cols), free(s);
         return -1;
     }
+    Columns gc = {cols + nn, cols + 2 * nn + 1, NULL};
     double *y = buf, *w = y + nn, *b = w + nn, *yn = b + nn, *coef = yn + nn;
     double *r = coef + nn, *F = r + mm, *step = F + mm, *rhs_neg = step + mm, *J = rhs_neg + mm, *L = J + mm * mm;
-    double *GT = L + mm * mm; /* G transposed, filled when J is first built */
+    gc.val = L + mm * mm; /* G's nonzeros by column */
+    compress(m, n, G, &gc);
     int8_t *in_J = s + nn; /* 1 where column j is in J (its x_j was free) */
     double scale = 1.0;
     for (int i = 0; i < m; i++)
         if (1.0 + fabs(rhs[i]) > scale) scale = 1.0 + fabs(rhs[i]);
     int have_J = 0, result = -2;
-    primal(m, n, G, rhs, reg, lo, hi, pull, lam, y, x, r);
+    primal(m, n, &gc, rhs, reg, lo, hi, pull, lam, y, x, r);
     for (int k = 0; k < max_iter; k++) {
         *steps = k;
         if (residual(m, lam, r, F) <= tol * scale) {
@@ -264,15 +293,12 @@ SINEW_API int sinew_dual_newton(int m, int n, const double *G, const double *rhs
                     cols[ncols++] = j;
                 }
         }
-        if (!have_J)
-            for (int i = 0; i < m; i++)
-                for (int j = 0; j < n; j++) GT[(size_t)j * m + i] = G[(size_t)i * n + j];
-        if (ncols) add_columns(m, GT, coef, cols, ncols, J);
+        if (ncols) add_columns(m, &gc, coef, cols, ncols, J);
         have_J = 1;
         for (int j = 0; j < n; j++) in_J[j] = s[j] == 0;
         for (int i = 0; i < m; i++) rhs_neg[i] = -F[i];
         if (!spd_solve(m, J, rhs_neg, L, step)) lu_solve(m, J, rhs_neg, L, step);
-        gt_times(m, n, G, step, w);
+        gt_times(n, &gc, step, w);
         int same = 1;
         for (int j = 0; j < n; j++) {
             b[j] = w[j] / reg[j];
@@ -289,7 +315,7 @@ SINEW_API int sinew_dual_newton(int m, int n, const double *G, const double *rhs
         double t = exact_step(m, n, step, F, y, w, b, lo, hi, ev);
         if (!(t > 0.0)) break; /* no progress along the step: round-off */
         for (int i = 0; i < m; i++) lam[i] += t * step[i];
-        primal(m, n, G, rhs, reg, lo, hi, pull, lam, y, x, r);
+        primal(m, n, &gc, rhs, reg, lo, hi, pull, lam, y, x, r);
     }
     if (result == -2) result = residual(m, lam, r, F) <= tol * scale;
     free(buf), free(ev), free(cols), free(s);
