@@ -141,6 +141,21 @@ class Simulation:
     def time(self) -> float:
         return self.steps * self.dt
 
+    def snapshot(self) -> dict:
+        """The simulation's whole state (the physics', the 3CC-r compartments, the step count
+        and the last residual) for `restore`: a rollout, a perturbed step or a training episode
+        starts from one and the take goes on as if it had not happened."""
+        return dict(physics=self.physics.snapshot(), fatigue=self.fatigue.copy(), steps=self.steps,
+                    residual=(self.residual_force.copy(), self.residual_torque.copy()))
+
+    def restore(self, snap: dict) -> None:
+        """Back to a `snapshot` (which stays usable: restoring copies from it)."""
+        self.physics.restore(snap["physics"])
+        self.fatigue = snap["fatigue"].copy()
+        self.steps = snap["steps"]
+        self.residual_force, self.residual_torque = (v.copy() for v in snap["residual"])
+        self.state = self.physics.body_state()
+
     def step(self, action) -> MuscleStep:
         """One physics step under a held muscle action (PD action array, eq. 11) or a
         MuscleCommand (wanted activations and a root residual wrench)."""

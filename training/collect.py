@@ -251,11 +251,10 @@ class Collector:
                 a = pol.action(sn, z)
                 if step >= 2 and len(out["action"]) < n:  # past the start's transient
                     d = scale * rng.standard_normal(M)
-                    q, qd = sim.physics.get_q()
+                    here = sim.snapshot()
 
                     def restore():
-                        sim.physics.set_q(q, qd)
-                        sim.state, sim.fatigue = s, f
+                        sim.restore(here)
 
                     ends = []
                     for act in (a, a + d):

@@ -43,7 +43,6 @@ import sys
 import time
 from pathlib import Path
 
-import mujoco
 import numpy as np
 import torch
 
@@ -197,9 +196,7 @@ class DaggerTrainer:
     def _snapshot(self):
         if self.d.expert == "balance":
             return self.expert.checkpoint(self.sim)
-        data = mujoco.MjData(self.sim.physics.model)
-        mujoco.mj_copyData(data, self.sim.physics.model, self.sim.physics.data)
-        return data, self.sim.fatigue.copy(), self.sim.steps
+        return self.sim.snapshot()
 
     def _fallen(self) -> bool:
         """The pelvis below the fall height, or the physics diverged (its labels would be wild)."""
@@ -212,9 +209,7 @@ class DaggerTrainer:
         if self.d.expert == "balance":
             self.expert.resume(sim, snap, rng.integers(2 ** 32))
         else:
-            data, fatigue, steps = snap
-            mujoco.mj_copyData(sim.physics.data, sim.physics.model, data)
-            sim.fatigue, sim.steps = fatigue.copy(), steps
+            sim.restore(snap)
         q, qd = sim.physics.get_q()
         sim.physics.set_q(q, qd + velocity_noise * rng.standard_normal(len(qd)))
         sim.state = sim.physics.body_state()

@@ -293,13 +293,11 @@ class Shadow:
 
 
 def snapshot(sim, ctl: TrackingController) -> dict:
-    """What Shadow.load needs of the take's simulation and tracker (copies)."""
-    d = sim.physics.data
-    return dict(qpos=d.qpos.copy(), qvel=d.qvel.copy(), warm=d.qacc_warmstart.copy(), time=float(d.time),
-                fatigue=sim.fatigue.copy(), steps=sim.steps, pace=copy.deepcopy(ctl.pace), paced_to=ctl._paced_to,
-                warm_activation=None if ctl._warm is None else ctl._warm.copy(),
-                warm_dual=None if ctl._active is None else ctl._active.copy(),
-                segments=[(seg.phase, seg.place) for seg in ctl.plan.segments])
+    """What Shadow.load needs of the take: the simulation's and the tracker's state (copies),
+    without a push in progress (the planner does not know pushes: it meets them as errors)."""
+    state = sim.snapshot()
+    state["physics"]["external"] = np.zeros_like(state["physics"]["external"])
+    return dict(sim=state, ctl=ctl.snapshot())
 
 
 def restore(sim, ctl: TrackingController, snap: dict) -> None:
@@ -307,19 +305,8 @@ def restore(sim, ctl: TrackingController, snap: dict) -> None:
     reads (MuJoCo's qpos, qvel, contact warm start and time; the 3CC-r state; the pace and
     where the plan's clips are matched; the solve's warm start). Checked: a shadow restored
     so gives the same candidate costs as a fresh copy."""
-    m, d = sim.physics.model, sim.physics.data
-    d.qpos[:], d.qvel[:], d.qacc_warmstart[:], d.time = snap["qpos"], snap["qvel"], snap["warm"], snap["time"]
-    d.xfrc_applied[:] = 0.0
-    sim.physics.clear_fault()
-    mujoco.mj_step1(m, d)  # the backend keeps its data half-stepped
-    sim.fatigue = snap["fatigue"].copy()
-    sim.steps = snap["steps"]
-    sim.state = sim.physics.body_state()
-    ctl._warm = None if snap["warm_activation"] is None else snap["warm_activation"].copy()
-    ctl._active = None if snap["warm_dual"] is None else snap["warm_dual"].copy()
-    ctl.pace, ctl._paced_to = copy.deepcopy(snap["pace"]), snap["paced_to"]
-    for seg, (phase, place) in zip(ctl.plan.segments, snap["segments"]):
-        seg.phase, seg.place = phase, place
+    sim.restore(snap["sim"])
+    ctl.restore(snap["ctl"])
 
 
 _WORKER: dict = {}
@@ -385,7 +372,7 @@ class BalancePlanner(OffsetTracker):
             try:
                 parts = list(self._pool.map(_worker_play, [(snap, plans[j::w], now) for j in range(w)]))
             except BrokenProcessPool as e:  # plan on in this process: the same plans, slower
-                self.workers_lost = (f"a worker process ended at t = {snap['time']:.2f} s ({e}); "
+                self.workers_lost = (f"a worker process ended at t = {now * self.dt:.2f} s ({e}); "
                                      "planned on in the take's process")
                 print(f"balance planner: {self.workers_lost}", file=sys.stderr)
                 self.close()

@@ -31,6 +31,7 @@ and the pose sags.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import mujoco
@@ -180,6 +181,23 @@ class TrackingController:
         if lib is None or steps is None:
             return None
         return compiled.DecisionTerms(lib, sim.rig, self.model, steps, self._contact_bodies, self._corner_local, FRICTION)
+
+    # ---- state ------------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        """The controller's own state a decision reads (the solve's warm start, the pace and
+        where the plan's clips are matched), for `restore`; with Simulation.snapshot it is all a
+        rollout (engine.control.balance) needs to continue the take from here."""
+        return dict(warm=None if self._warm is None else self._warm.copy(),
+                    active=None if self._active is None else self._active.copy(),
+                    pace=copy.deepcopy(self.pace), paced_to=self._paced_to,
+                    segments=[(seg.phase, seg.place) for seg in self.plan.segments])
+
+    def restore(self, snap: dict) -> None:
+        self._warm = None if snap["warm"] is None else snap["warm"].copy()
+        self._active = None if snap["active"] is None else snap["active"].copy()
+        self.pace, self._paced_to = copy.deepcopy(snap["pace"]), snap["paced_to"]
+        for seg, (phase, place) in zip(self.plan.segments, snap["segments"]):
+            seg.phase, seg.place = phase, place
 
     # ---- pieces -----------------------------------------------------------------------
     def reference(self, step):

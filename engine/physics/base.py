@@ -151,6 +151,19 @@ class Backend(ABC):
         """Current (q, qdot) in the engine's generalised coordinates."""
         return state_to_q(self.rig, self.body_state())
 
+    def snapshot(self) -> dict:
+        """What `restore` needs to put the backend back in this state: here every body's pose
+        and velocities and the push from outside (MuJoCo adds its contact solver's warm start
+        and is then exact; ODE's solver keeps a warm start out of PyODE's reach, so a restored
+        ODE take continues within millimetres of the original, not to the bit)."""
+        return dict(bodies=self.body_state().copy(), external=self.external_force.copy())
+
+    def restore(self, snap: dict) -> None:
+        """Back to a `snapshot`, its reported fault forgotten."""
+        self.set_body_state(snap["bodies"])
+        self.set_external_force(snap["external"])
+        self.clear_fault()
+
     def apply_wrench(self, force, torque) -> None:
         """World-frame force (B, 3) at each box centre and torque (B, 3), for the next step only."""
         B = self.rig.num_bodies

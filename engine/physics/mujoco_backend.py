@@ -196,6 +196,21 @@ class MujocoBackend(Backend):
         self.data.qacc_warmstart[:] = 0.0
         mujoco.mj_forward(self.model, self.data)
 
+    def snapshot(self) -> dict:
+        """MuJoCo's whole dynamic state: qpos, qvel, the contact solver's warm start and the
+        clock, and the push from outside; restored, the steps that follow are the same to the bit."""
+        d = self.data
+        return dict(qpos=d.qpos.copy(), qvel=d.qvel.copy(), warm=d.qacc_warmstart.copy(), time=float(d.time),
+                    external=self.external_force.copy())
+
+    def restore(self, snap: dict) -> None:
+        m, d = self.model, self.data
+        d.qpos[:], d.qvel[:], d.qacc_warmstart[:], d.time = snap["qpos"], snap["qvel"], snap["warm"], snap["time"]
+        self.set_external_force(snap["external"])
+        d.xfrc_applied[:] = 0.0
+        self.clear_fault()
+        mujoco.mj_step1(m, d)  # the data is kept half-stepped (step)
+
     def get_q(self):
         q, qd = self._rest_q.copy(), np.zeros(self.rig.num_dofs)
         q[self._qi], qd[self._vi] = self.data.qpos, self.data.qvel
