@@ -34,6 +34,15 @@ def rest_q(rig: Rig) -> np.ndarray:
     return np.array(q)
 
 
+def joint_errors_deg(rig: Rig, diff: np.ndarray) -> float:
+    """Mean joint-angle error (deg) over the non-root joints, from a velocity-space
+    difference (rotation vectors for ball joints, angles for hinges): the take's "joint
+    error", and the balance planner's cost term."""
+    sq = np.square(diff[rig.dof_start[1]:])
+    angles = np.sqrt(np.add.reduceat(sq, rig.dof_start[1:-1] - rig.dof_start[1]))  # one per joint
+    return float(np.degrees(np.mean(angles)))
+
+
 def q_to_pose(rig: Rig, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Generalised coordinates (..., nq) -> (root_pos (..., 3), local_rot (..., B, 3, 3))."""
     q = np.asarray(q, dtype=float)

@@ -26,6 +26,7 @@ import numpy as np
 from . import fatigue as fat
 from .npzfile import read_npz, write_npz
 from .errors import InputFileError, ParameterError
+from .kinematics import joint_errors_deg
 from .progress import Progress
 from .rig import DEFAULT_STRENGTH, GROUPS, Rig, valid_strength
 
@@ -273,14 +274,6 @@ def _versions() -> dict:
     return v
 
 
-def joint_errors_deg(rig: Rig, diff: np.ndarray) -> float:
-    """Mean joint-angle error (deg) over the non-root joints, from a velocity-space
-    difference (rotation vectors for ball joints, angles for hinges)."""
-    sq = np.square(diff[rig.dof_start[1]:])
-    angles = np.sqrt(np.add.reduceat(sq, rig.dof_start[1:-1] - rig.dof_start[1]))  # one per joint
-    return float(np.degrees(np.mean(angles)))
-
-
 def one_blas_thread(fn):
     """fn run with numpy's and scipy's BLAS held to one thread (threadpoolctl; the counts are
     restored after). The engine's matrices are small (the solve's 56 x ~330): extra BLAS
@@ -322,7 +315,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     Blender operator's cancel) the run stops there and the take keeps what it had, like a
     fall or a divergence (meta: interrupted, partial, stopped_at_s, stop_reason)."""
     from .control.plan import MotionPlan, load_clip
-    from .control.stand import tracking_controller
+    from .control.factory import make_controller
     from .control.tracking import TrackingParams
     from .push import PushSchedule, check_pushes
     from .interrupt import StopFlag
@@ -337,7 +330,9 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ParameterError("seed", f"must be a whole number >= 0, got {seed!r}")
     fatigue = fatigue or fat.FatigueParams()
-    if controller not in ("tracking", "policy"):
+    from .control.factory import KINDS
+
+    if controller not in KINDS:
         raise ParameterError("controller", f"{controller!r}: choose tracking or policy")
     if controller == "policy" and policy is None:
         raise ParameterError("policy", "controller 'policy' needs a policy file (sinew export-policy)")
@@ -359,7 +354,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     pushes = check_pushes(pushes, rig, plan.total_steps / 120.0)  # inside the take
     gains = None
     if controller == "policy":
-        from .control.policy import PolicyController, check_policy_rig
+        from .control.policy import check_policy_rig
         from .muscle_step import PDGains
 
         check_policy_rig(policy.meta, rig, policy.path or "policy")
@@ -370,19 +365,8 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     q0, v0, _ = plan.sample(0)
     q0 = sim.start_at(q0, v0)
     schedule = PushSchedule(rig, pushes, sim.dt)
-    if controller == "policy":  # the posterior follows the plan: every clip of the chain, cross-fades included
-        from .control.policy import PlanTrack, facing_angle
-        from .control.stand import is_stance, start_stance
-
-        track = PlanTrack(rig, plan, policy.period)
-        ctrl = PolicyController(policy, rig, mode=mode, reference=track, seed=int(seed), noise_scale=noise_scale)
-        if is_stance(sim, plan):  # a held pose starts balanced, as the stand controller starts it
-            start_stance(sim, plan)
-    else:
-        ctrl = tracking_controller(sim, plan, params, int(seed))  # a still reference without the residual: stood
-    # the reference as the controller plays it (the tracker's pace governor slows it)
-    reference = ctrl.reference_now if hasattr(ctrl, "reference_now") else (lambda s: plan.sample(s.steps))
-    pace = getattr(ctrl, "advance_pace", None)
+    ctrl = make_controller(controller, sim, plan, params, policy, mode, noise_scale, int(seed))
+    reference = ctrl.reference_now  # the reference as the controller plays it (the pace governor slows it)
     steer = GoalSchedule(goals) if goals else None
     demands = []
     if controller == "tracking":  # what each clip asks of the body (engine.control.demands)
@@ -392,8 +376,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         demands = [reference_demands(ctrl, sim, clip) for clip in unique.values()]
         sim.physics.set_q(q0, v0)
         sim.state = sim.physics.body_state()
-        if hasattr(ctrl, "start"):  # the stand controller starts in its balanced pose
-            ctrl.start(sim)
+        ctrl.start(sim)  # the stand controller starts in its balanced pose
 
     n = plan.total_steps
     frame_steps = np.unique(np.round(np.arange(0, n / 120.0 + 1e-9, 1.0 / fps) * 120).astype(int))
@@ -444,10 +427,11 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
                     interrupted, stop_time = True, sim.time
                     reason = f"{stop.reason} at t = {sim.time:.2f} s"
                     break
-                if pace is not None:  # every step, whether or not the controller decides
-                    pace(sim)
+                ctrl.advance_pace(sim)  # every step, whether or not the controller decides
                 if cmd is None or sim.steps % ctrl.period == 0:
                     if steer is not None:
+                        from .control.policy import facing_angle
+
                         steer.apply(ctrl, sim.time, facing_angle(sim.state.rot))
                     t0 = clock()
                     cmd = ctrl.act(sim, sim.state)
@@ -470,8 +454,7 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         except SimulationDiverged as e:
             diverged, stop_time, reason = True, sim.time, str(e)
         finally:
-            if hasattr(ctrl, "close"):  # the balance planner's worker processes
-                ctrl.close()
+            ctrl.close()  # the balance planner's worker processes
     wall, cpu = clock() - wall0, time.thread_time() - cpu0
     arrays = {k: np.asarray(v) for k, v in rec.items()}
     arrays["segment"] = arrays["segment"].astype(np.int32)
@@ -487,11 +470,10 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         policy=dict(mode=mode, noise_scale=ctrl.noise_scale, goals=[g.as_dict() for g in goals],
                     period=ctrl.period) if controller == "policy" else None,
         blend_s=blend, demands=demands, pushes=[p.as_dict() for p in pushes],
-        # mean |ground force the physics gave - the one the tracker planned| (N); None: not measured
-        ground_force_gap_N=ctrl.ground_gap_N() if hasattr(ctrl, "ground_gap_N") else None,
-        pace=ctrl.pace.summary() if hasattr(ctrl, "pace") else None,
-        stand=getattr(ctrl, "summary", None),  # engine.control.stand: the balanced pose it held
-        balance=ctrl.balance_summary() if hasattr(ctrl, "balance_summary") else None,  # engine.control.balance
+        # ground_force_gap_N: mean |ground force the physics gave - the one the tracker planned|
+        # (N); pace: the pace governor; stand: the balanced pose the stand controller held;
+        # balance: the planner's figures (Controller.report; None where a controller has none)
+        **{**dict.fromkeys(("ground_force_gap_N", "pace", "stand", "balance")), **ctrl.report()},
         segments=[dict(label=s.label, start_s=s.start / 120.0, seconds=s.steps / 120.0, phase_frame=s.phase,
                        loop=s.clip.loop, loop_note=s.clip.describe() or None)
                   for s in plan.segments],
@@ -500,11 +482,11 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         stopped_at_s=stop_time, stop_reason=reason,
         versions=_versions(), muscle_names=list(rig.muscle_names), groups=list(GROUPS),
         timing=dict(wall_s=wall, cpu_s=cpu, controller_s=t_ctrl,
-                    prepare_s=getattr(ctrl, "stats", {}).get("prepare_s", 0.0),
-                    solve_s=getattr(ctrl, "stats", {}).get("solve_s", 0.0), muscles_and_physics_s=t_step,
-                    decisions=getattr(ctrl, "stats", {}).get("decisions", (sim.steps + ctrl.period - 1) // ctrl.period),
-                    solver_steps=getattr(ctrl, "stats", {}).get("solver_steps", 0),
-                    solver_fallbacks=getattr(ctrl, "stats", {}).get("solver_fallbacks", 0),
+                    prepare_s=ctrl.stats.get("prepare_s", 0.0),
+                    solve_s=ctrl.stats.get("solve_s", 0.0), muscles_and_physics_s=t_step,
+                    decisions=ctrl.stats.get("decisions", (sim.steps + ctrl.period - 1) // ctrl.period),
+                    solver_steps=ctrl.stats.get("solver_steps", 0),
+                    solver_fallbacks=ctrl.stats.get("solver_fallbacks", 0),
                     steps=sim.steps),
     )
     take = Take(meta=meta, **arrays)

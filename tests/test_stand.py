@@ -5,7 +5,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from engine.control import stand
+from engine.control import factory, stand
 from engine.control.tracking import TrackingParams
 
 from . import clips
@@ -153,10 +153,10 @@ def test_the_tracker_takes_what_the_stand_controller_cannot(rig, tmp_path):
     params = TrackingParams(residual=0.0)
     assert stand.holds_still(one) and not stand.holds_still(two)
     mj = Simulation(rig, "mujoco")
-    assert isinstance(stand.tracking_controller(mj, one, params), stand.StandController)
-    assert not isinstance(stand.tracking_controller(mj, two, params), stand.StandController)
+    assert isinstance(factory.tracking_controller(mj, one, params), stand.StandController)
+    assert not isinstance(factory.tracking_controller(mj, two, params), stand.StandController)
     pytest.importorskip("ode")
-    assert not isinstance(stand.tracking_controller(Simulation(rig, "ode"), one, params), stand.StandController)
+    assert not isinstance(factory.tracking_controller(Simulation(rig, "ode"), one, params), stand.StandController)
 
 
 def test_stands_on_its_feet(rig, walk_q):

@@ -61,7 +61,8 @@ from engine.rig import load_rig
 from engine.simulation import MuscleCommand, Simulation
 from engine.control.balance import BalanceParams, BalancePlanner
 from engine.control.tracking import TrackingParams
-from engine.take import FALL_ROOT_HEIGHT, joint_errors_deg
+from engine.kinematics import joint_errors_deg
+from engine.take import FALL_ROOT_HEIGHT
 
 from .model import Model
 from .networks import VAE

@@ -25,7 +25,8 @@ from engine.control.plan import MotionPlan, load_clip  # noqa: E402
 from engine.control.tracking import TrackingParams  # noqa: E402
 from engine.rig import load_rig  # noqa: E402
 from engine.simulation import MuscleCommand, Simulation  # noqa: E402
-from engine.take import FALL_ROOT_HEIGHT, joint_errors_deg  # noqa: E402
+from engine.kinematics import joint_errors_deg  # noqa: E402
+from engine.take import FALL_ROOT_HEIGHT  # noqa: E402
 
 
 def main() -> None:

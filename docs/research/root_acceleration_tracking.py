@@ -47,15 +47,15 @@ def simulate_with(controller, clips, params, fatigue_scale):
     from engine import take as take_mod
     from engine.rig import load_rig
 
-    from engine.control import stand
+    from engine.control import factory
 
-    orig = stand.tracking_controller
-    stand.tracking_controller = controller  # in place of the product's choice (tracker or stand controller)
+    orig = factory.tracking_controller
+    factory.tracking_controller = controller  # in place of the product's choice (tracker or stand controller)
     try:
         return take_mod.simulate(load_rig(), clips, params=params, fatigue=fat.FatigueParams(scale=fatigue_scale),
                                  progress=lambda f: None)
     finally:
-        stand.tracking_controller = orig
+        factory.tracking_controller = orig
 
 
 class RootAcceleration(tr.TrackingController):

@@ -43,7 +43,7 @@ from engine.control.plan import MotionPlan, load_clip  # noqa: E402
 from engine.control.tracking import TrackingParams  # noqa: E402
 from engine.rig import load_rig  # noqa: E402
 from engine.simulation import Simulation  # noqa: E402
-from engine.take import joint_errors_deg  # noqa: E402
+from engine.kinematics import joint_errors_deg  # noqa: E402
 from engine.transforms import matrix_to_axis_angle, quat_to_matrix  # noqa: E402
 from root_acceleration_tracking import RootAcceleration  # noqa: E402
 

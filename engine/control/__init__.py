@@ -1,13 +1,17 @@
 """Controllers that drive the muscles (DESIGN.md "Controllers").
 
+Every controller shares one interface (`Controller`, engine.control.controller: act, start,
+close, snapshot / restore, report), and one factory decides which plays a take
+(engine.control.factory.make_controller, which engine.take, the add-on and training call).
+
 - `TrackingController` (engine.control.tracking): training-free tracking of reference
   clips by inverse dynamics and a muscle-coordination solve inside the 3CC-r bounds.
 - `StandController` (engine.control.stand): a still reference without the root residual,
-  stood on the muscles alone by an LQR about its nearest balanced pose
-  (`stand.tracking_controller` picks it or the tracker for a tracking take).
+  stood on the muscles alone by an LQR about its nearest balanced pose (the factory picks it
+  for a held pose standing on its feet).
 - `BalancePlanner` (engine.control.balance): the tracker without the residual, steered by
   predictive sampling over small hip, ankle and spine offsets of its reference (`--balance`;
-  `stand.tracking_controller` picks it when TrackingParams.balance is set).
+  the factory picks it when TrackingParams.balance is set).
 - `MotionPlan` (engine.control.plan): clips made cyclic, looped and chained.
 - engine.control.pace: the pace governor, which plays the clips slower as the legs tire.
 - `PolicyController` (engine.control.policy): exported MuscleVAE policies in numpy; their

@@ -40,6 +40,7 @@ import mujoco
 import numpy as np
 
 from ..errors import ParameterError
+from ..kinematics import joint_errors_deg
 from ..interrupt import end_pool, forked_worker_signals, process_pool
 from .tracking import TrackingController
 
@@ -217,8 +218,6 @@ def pelvis_tilt_sq(q_ref: np.ndarray, q: np.ndarray) -> float:
 def rollout_cost(sim, ctl: OffsetTracker) -> float:
     """Eq. (1) at the shadow's present state, against the reference as the tracker plays it
     (its pace; without the offsets)."""
-    from ..take import joint_errors_deg
-
     b = ctl.balance
     q, qd = sim.physics.get_q()
     q_ref, v_ref, _ = ctl.reference(sim.steps)
@@ -425,6 +424,9 @@ class BalancePlanner(OffsetTracker):
                     offset_deg_max=round(float(np.degrees(self.offset_max)), 3),
                     rollout_step_us=self.rollout_split(),
                     workers_lost=self.workers_lost or None)
+
+    def report(self) -> dict:
+        return dict(super().report(), balance=self.balance_summary())
 
     def rollout_split(self) -> dict | None:
         """Where a rollout step's time went, us a step by part (the decision's preparation and

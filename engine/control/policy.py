@@ -38,6 +38,7 @@ import numpy as np
 from ..npzfile import read_npz
 from ..errors import InputFileError, ParameterError
 from ..rig import GROUPS, Rig
+from .controller import Controller
 from .goals import MODES, check_heading_policy
 
 FORMAT = "sinew-policy"
@@ -459,8 +460,8 @@ class PlanTrack:
 
 
 # ---- the controller ------------------------------------------------------------------------
-class PolicyController:
-    """Runs a MuscleVAE policy at 20 Hz in the engine's Simulation (the Controller protocol).
+class PolicyController(Controller):
+    """Runs a MuscleVAE policy at 20 Hz in the engine's Simulation (engine.control.controller).
 
     mode "track": reference required: an engine.motion.Reference (placed at the character
     when it first acts, and looped) or a PlanTrack (a MotionPlan's chained clips as they
@@ -490,6 +491,7 @@ class PolicyController:
         self.period = self.policy.period
         self.rng = np.random.default_rng(seed)
         self.track = reference if isinstance(reference, PlanTrack) or reference is None else ReferenceTrack(rig, reference)
+        self.plan = self.track.plan if isinstance(self.track, PlanTrack) else None
         self.W = fatigue_weights(rig)
         self.heading, self.speed = float(heading), float(speed)
         self._t0 = None

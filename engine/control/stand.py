@@ -262,6 +262,9 @@ class StandController(TrackingController):
             activation_mean=round(float(a0.mean()), 4), activation_max=round(float(a0.max()), 3),
             closed_loop_radius=round(radius, 6))
 
+    def report(self) -> dict:
+        return dict(super().report(), stand=getattr(self, "summary", None))  # the balanced pose it held
+
     def take_over(self, sim, q_target) -> float:
         """Design the feedback about the balanced pose nearest q_target where the character
         is, moving neither the body nor its muscles (start's steps without the move): for a
@@ -398,21 +401,6 @@ def is_stance(sim, plan) -> bool:
 
     return (isinstance(sim.physics, MujocoBackend) and holds_still(plan)
             and stands_on_its_feet(plan.space.model, sim.rig, plan.sample(0)[0]))
-
-
-def tracking_controller(sim, plan, params, seed: int = 0):
-    """The controller for a tracking take: StandController for a stance (`is_stance`) without
-    the root residual; else the tracker steered by the balance planner when params.balance is
-    set (engine.control.balance, seeded by the take's seed); else the tracker."""
-    from . import tracking
-
-    if params.residual == 0 and is_stance(sim, plan):
-        return StandController(sim, plan, params)
-    if params.balance is not None:
-        from .balance import BalancePlanner
-
-        return BalancePlanner(sim, plan, params, params.balance, seed)
-    return tracking.TrackingController(sim, plan, params)
 
 
 def start_stance(sim, plan) -> StandController:

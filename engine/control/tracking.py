@@ -43,6 +43,7 @@ from ..physics.mujoco_backend import full_mass_matrix
 from ..simulation import MuscleCommand
 from ..rig import GROUPS
 from ..transforms import cross
+from .controller import Controller
 from .coordination import CoordinationWeights, MomentArms, coordinate
 from .pace import Pace
 from .plan import MotionPlan
@@ -99,9 +100,7 @@ class TrackingParams:
         if not (isinstance(self.period, (int, np.integer)) and self.period >= 1):
             raise ParameterError("period", f"must be a whole number of steps >= 1, got {self.period!r}")
         if self.balance is not None:
-            from .balance import BalanceParams
-
-            if not isinstance(self.balance, BalanceParams):
+            if not callable(getattr(self.balance, "validate", None)):  # engine.control.balance.BalanceParams
                 raise ParameterError("balance", f"expected BalanceParams or None, got {type(self.balance).__name__}")
             self.balance.validate()
             if self.residual > 0:
@@ -131,7 +130,7 @@ class DecisionInputs:
     ub: np.ndarray
 
 
-class TrackingController:
+class TrackingController(Controller):
     """Tracks a MotionPlan with muscles; see the module docstring."""
 
     def __init__(self, sim, plan: MotionPlan, params: TrackingParams | None = None):
@@ -191,6 +190,9 @@ class TrackingController:
                     active=None if self._active is None else self._active.copy(),
                     pace=copy.deepcopy(self.pace), paced_to=self._paced_to,
                     segments=[(seg.phase, seg.place) for seg in self.plan.segments])
+
+    def report(self) -> dict:
+        return dict(ground_force_gap_N=self.ground_gap_N(), pace=self.pace.summary())
 
     def restore(self, snap: dict) -> None:
         self._warm = None if snap["warm"] is None else snap["warm"].copy()
