@@ -37,7 +37,7 @@ demo: $(STAMP)
 	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh@0.25:60 --residual 0 --fatigue-scale 50 --out $(OUT)/held_pose
 	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh@0.5:30 --controller policy --policy $(STAND_POLICY) --out $(OUT)/stand_policy
 	$(PY) scripts/demo_scene.py $(MASS_MOTION)/walk.bvh $(OUT)/demo_scene.blend
-	$(VENV)/bin/sinew bake $(OUT)/demo_scene.blend --armature walk --clip $(MASS_MOTION)/walk.bvh:5 --out $(OUT)/fatigued_take.blend
+	$(VENV)/bin/sinew bake $(OUT)/demo_scene.blend --armature walk --clip $(MASS_MOTION)/walk.bvh:5 --fatigue-scale 50 --out $(OUT)/fatigued_take.blend
 	$(PY) scripts/render_preview.py $(OUT)/fatigued_take.blend $(OUT)/fatigued_take.png --size 640x360 --samples 16
 	$(VENV)/bin/sinew bench --seconds 2 --policy $(STAND_POLICY)
 	@echo "demo outputs in $(OUT)/"

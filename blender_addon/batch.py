@@ -8,9 +8,12 @@ import sys
 import time
 from pathlib import Path
 
+from .engine.argtypes import OneLineParser
+from .engine.options import BAKE, add_arguments
+
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(  # a bad flag: one line naming it, exit 2
         prog="sinew_bake.py",
         description="Simulate a fatigued take for an armature and bake it into a new Action.",
         epilog="examples:\n"
@@ -21,54 +24,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--scene", help="the .blend to open (plain python with the bpy module; "
                                     "under blender -b the opened file is used)")
     ap.add_argument("--armature", required=True, help="name of the armature object")
-    ap.add_argument("--clip", action="append", required=True, metavar="CLIP[@AT][:SECONDS]",
-                    help="BVH or reference .npz, or 'action' for the armature's action; repeat to chain. "
-                    "CLIP@AT holds the clip's pose at AT seconds still (with --residual 0 the character "
-                    "stands it on its muscles alone)")
-    ap.add_argument("--repetitions", type=int, default=None, help="play a clip without :SECONDS this many times")
-    ap.add_argument("--fatigue-scale", type=float, default=50.0)
-    ap.add_argument("--F", type=float, default=0.01)
-    ap.add_argument("--R", type=float, default=0.002)
-    ap.add_argument("--r", type=float, default=2.0)
-    ap.add_argument("--strength", type=float, default=None,
-                    help="muscle strength: every muscle's maximum force times this, MASS's literature forces "
-                         "being 1 (tracking default 3; lower tires sooner); a policy runs at the strength it "
-                         "was trained at")
-    ap.add_argument("--controller", choices=("tracking", "policy"), default="tracking")
-    ap.add_argument("--policy", default=None)
-    ap.add_argument("--mode", choices=("track", "generate", "heading"), default="track",
-                    help="policy mode: track the clips (default), generate (the prior alone) or heading "
-                         "(the high-level policy steers to --heading at --speed)")
-    ap.add_argument("--noise-scale", type=float, default=None,
-                    help="policy latent noise, a multiple of the prior's sigma (default 1 in generate mode, else 0)")
-    ap.add_argument("--heading", action="append", default=[], metavar="TURN[@TIME]",
-                    help="heading mode: face TURN degrees to the left of the starting facing from TIME s on; repeat")
-    ap.add_argument("--speed", type=float, default=None, help="heading mode's target speed in m/s (default 1)")
-    ap.add_argument("--residual", type=float, default=None,
-                    help="for analysis: the tracking controller's root residual strength in body weights, a force "
-                         "on the pelvis nobody sees (default 0: none; above 0 the balance planner is off); a "
-                         "policy applies none")
-    ap.add_argument("--balance", action=argparse.BooleanOptionalAction, default=None,
-                    help="tracking controller: plan balance ahead so the character carries itself with no root "
-                         "residual (predictive sampling; on by default, off with --residual above 0; slow: "
-                         "~8 s of computing a simulated second on 2 cores, ~15 s on one)")
-    ap.add_argument("--workers", type=int, default=None, metavar="N",
-                    help="processes that play --balance's candidates, forked from Blender's (default: the "
-                         "add-on's preference, one per CPU core on Linux; 0 = Blender's process); the take is "
-                         "the same whatever N")
-    ap.add_argument("--pace", type=float, default=None,
-                    help="tracking controller's pace governor strength: tired legs play the clip slower, by "
-                         "STRENGTH %% per %% of their motor units fatigued beyond a tenth, down to half pace "
-                         "(default 1; 0 = the clip's own pace); a policy plays at its own pace")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--push", action="append", default=[], metavar="TIME:FX,FY,FZ:SECONDS[:BODY]",
-                    help="an external push: force in N (world frame) at the body's centre of mass (default the "
-                         "pelvis) from TIME for SECONDS; repeat for more")
-    ap.add_argument("--keep-calibration", action="store_true",
-                    help="keep a calibration pose (T- or A-pose frames) at the start of a clip (default: skip it)")
-    ap.add_argument("--fps", type=int, default=None, help="output frame rate (default: the scene's)")
-    ap.add_argument("--frame-start", type=int, default=None, help="first frame of the take (default: scene start)")
-    ap.add_argument("--out", required=True, help="the .blend to write")
+    ap.add_argument("--out", required=True, help="the .blend to write (never the scene itself)")
+    add_arguments(ap, BAKE)  # the take's options, as `sinew bake` has them (engine/options.py)
     ap.add_argument("--json", action="store_true", help="print the JSON summary as the last stdout line")
     return ap
 
@@ -76,11 +33,15 @@ def parser() -> argparse.ArgumentParser:
 def run(argv) -> int:
     from .engine.interrupt import stop_on_signals
 
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as e:  # a bad flag (argparse said which) or --help: out through the script's own exit
+        return e.code if isinstance(e.code, int) else 2
     with stop_on_signals() as stop:  # Ctrl-C / SIGTERM: stop at the next step, bake what was done
-        return _run(argv, stop)
+        return _run(args, stop)
 
 
-def _run(argv, stop) -> int:
+def _run(args, stop) -> int:
     import bpy
 
     from . import core
@@ -88,11 +49,11 @@ def _run(argv, stop) -> int:
     from .engine.control.plan import parse_clip_arg
     from .engine.errors import ParameterError, SinewError
     from .engine.interrupt import take_stopped_line
-    from .engine.take import check_balance, check_pace
+    from .engine.take import check_balance, check_pace, check_policy_given
 
-    args = parser().parse_args(argv)
     t0 = time.perf_counter()
     try:
+        check_policy_given(args.controller, args.policy)
         out = check_out_file(Path(args.out).resolve(), suffixes=(".blend",),
                              inputs=[args.scene or bpy.data.filepath or None])  # the scene is never rewritten
         if args.scene:
@@ -109,10 +70,9 @@ def _run(argv, stop) -> int:
                 path = "ACTION" + (f"@{at}" if at else "")
             clips.append((path, seconds))
         planner, residual = check_balance(args.controller, args.balance, args.residual)
-        if args.workers is not None and (args.workers < 0 or planner is None):
-            raise ParameterError("--workers", f"{args.workers}: must be a whole number >= 0" if args.workers < 0 else
-                                 "sets the processes of the balance planner, which this take does not use (a "
-                                 "policy, --residual or --no-balance); leave it out")
+        if args.workers is not None and planner is None:
+            raise ParameterError("--workers", "sets the processes of the balance planner, which this take does not "
+                                 "use (a policy, --residual or --no-balance); leave it out")
         pace = check_pace(args.controller, args.pace)
         context = bpy.context
         job = core.prepare_simulation(context, arm, clips, fps=args.fps, controller=args.controller,

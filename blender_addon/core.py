@@ -507,14 +507,14 @@ def bake_take(context, arm, take, frame_start: int | None = None, action_name: s
 
 
 # ---- one entry point for the operator and the batch script -----------------------------------
-def prepare_simulation(context, arm, clips, fps=None, controller="tracking", policy=None, fatigue_scale=50.0,
+def prepare_simulation(context, arm, clips, fps=None, controller="tracking", policy=None, fatigue_scale=1.0,
                        F=0.01, R=0.002, r=2.0, residual=0.0, seed=0, repetitions=None, keep_calibration=False,
                        pushes=(), pace=1.0, mode="track", noise_scale=None, headings=(), speed=None,
                        balance=None, strength=None, workers=None) -> SimulationJob:
     """Check everything before any work and return a job ready to run.
 
     clips: [(path or "ACTION", seconds or None)]; None seconds = the clip's own length (times
-    `repetitions` when given); a calibration pose at a clip's start is skipped unless
+    `repetitions` when given, at least 1); a calibration pose at a clip's start is skipped unless
     keep_calibration. pushes: engine.push specs (a text field's string, or a list). pace: the
     tracking controller's pace governor strength (engine.control.pace). mode, noise_scale,
     headings (TURN[@TIME] specs, a list or one text field) and speed: a policy's mode
@@ -523,7 +523,7 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
     unless `residual` asks for a residual (an analysis take). workers: the planner's processes
     (None: planner_workers, the add-on's preference). strength: the muscles' f0 x this
     (engine.take.check_strength: None is the tracking default, and a policy's own). Nothing in
-    the scene or the armature is changed."""
+    the scene or the armature is changed. The defaults are engine/options.py's."""
     from .engine.control.goals import check_policy_options, goals_from_specs
     from .engine.control.tracking import TrackingParams
     from .engine.push import check_pushes, parse_pushes
@@ -540,6 +540,8 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
         strength = check_strength(controller, strength=strength)
     goals = check_policy_options(controller, mode, noise_scale, goals_from_specs(mode, headings, speed))
     pushes = check_pushes(parse_pushes(pushes) if isinstance(pushes, str) else pushes, load_model())
+    if repetitions is not None and not (isinstance(repetitions, int) and repetitions >= 1):
+        raise ParameterError("repetitions", f"{repetitions!r}: play each clip at least once (a whole number >= 1)")
 
     if arm is None or getattr(arm, "type", None) != "ARMATURE":
         raise ParameterError("armature", f"{getattr(arm, 'name', arm)!r} is not an armature")

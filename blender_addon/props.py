@@ -6,7 +6,7 @@ import bpy
 from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProperty, IntProperty,
                        PointerProperty, StringProperty)
 
-from .engine.rig import DEFAULT_STRENGTH
+from .engine.options import panel_settings
 
 
 # Armature settings live on the armature object, which may be a library override of a linked
@@ -86,61 +86,26 @@ class SINEW_PG_scene(bpy.types.PropertyGroup):
     length_mode: EnumProperty(name="Length", default="SECONDS",
                               items=[("SECONDS", "Duration", ""), ("REPEAT", "Repetitions", "")])
     seconds: FloatProperty(name="Seconds", default=10.0, min=0.1, soft_max=600.0, unit="TIME_ABSOLUTE")
-    repetitions: IntProperty(name="Repetitions", default=5, min=1, soft_max=200)
-    fatigue_scale: FloatProperty(name="Fatigue scale", default=50.0, min=0.0, soft_max=200.0)
-    F: FloatProperty(name="F", default=0.01, min=0.0, precision=4, description="Fatigue rate (1/s)")
-    R: FloatProperty(name="R", default=0.002, min=0.0, precision=4, description="Recovery rate (1/s)")
-    r: FloatProperty(name="r", default=2.0, min=0.0, description="Rest recovery multiplier")
-    strength: FloatProperty(
-        name="Strength", default=DEFAULT_STRENGTH, min=0.1, max=10.0, soft_max=5.0,
-        description="Muscle strength: every muscle's maximum force times this, MASS's literature forces being 1. "
-                    "At 3 a tracked walk lasts under fast fatigue and tires into a slower gait; at 1 the legs work "
-                    "beyond what they sustain and a tired take gives way within seconds. A policy runs at the "
-                    "strength it was trained at")
-    controller: EnumProperty(name="Controller", default="tracking",
-                             items=[("tracking", "Tracking", "Inverse dynamics + muscle coordination"),
-                                    ("policy", "Policy", "A trained MuscleVAE policy file")])
-    policy_path: StringProperty(name="Policy", subtype="FILE_PATH")
-    policy_mode: EnumProperty(
-        name="Mode", default="track",
-        items=[("track", "Track", "Follow the clip through the policy's posterior"),
-               ("generate", "Generate", "Let the policy's prior move on its own (the clip sets only the start "
-                                        "pose and the length)"),
-               ("heading", "Heading", "Steer with the policy's high-level heading/speed policy (a policy file "
-                                      "trained with `sinew train --config heading`)")])
-    noise_scale: FloatProperty(name="Noise", default=1.0, min=0.0, soft_max=2.0,
-                               description="Generate mode: the latent noise, as a multiple of the prior's sigma "
-                                           "(0 = the prior's mean)")
-    headings: StringProperty(
-        name="Headings", default="",
-        description="Heading mode's goals, TURN[@TIME] separated by spaces or ';': face TURN degrees to the left "
-                    "of the starting facing (negative: right) from TIME s on, e.g. '90@5 0@12'; empty = straight on")
-    speed: FloatProperty(name="Speed", default=1.0, min=0.0, soft_max=3.0, unit="VELOCITY",
-                         description="Heading mode's target speed (m/s)")
-    residual: FloatProperty(name="Residual", default=0.0, min=0.0, soft_max=2.0,
-                            description="For analysis, with Balance off: a root residual strength in body weights, "
-                                        "a force on the pelvis nobody sees (0 = none: a held pose stands on its "
-                                        "muscles alone, a moving clip falls within seconds)")
-    balance: BoolProperty(
-        name="Balance", default=True,
-        description="Plan balance ahead so the character carries itself on its muscles and the ground, with no "
-                    "root residual (predictive sampling over small hip, ankle and spine offsets of the clip). "
-                    "Slow: about 8 s of computing a second of take on 2 cores, 15 s on one (preference: Balance "
-                    "on every core)")
-    pace: FloatProperty(name="Pace Governor", default=1.0, min=0.0, soft_max=2.0,
-                        description="As the legs tire (mean fatigued fraction above 0.1) the clip plays slower, "
-                                    "by this many % per % fatigued, down to half pace, and speeds up as they "
-                                    "recover; 0 = always the clip's own pace")
-    seed: IntProperty(name="Seed", default=0, min=0)
-    keep_calibration: BoolProperty(
-        name="Keep calibration pose", default=False,
-        description="Keep T- or A-pose frames at the start of the clip that jump to the motion "
-                    "(by default they are found and skipped)")
-    pushes: StringProperty(
-        name="Pushes", default="",
-        description="Shoves during the take, TIME:FX,FY,FZ:SECONDS[:BODY] separated by spaces or ';': "
-                    "a world-frame force in newtons at the body's centre of mass (default the pelvis) from "
-                    "TIME for SECONDS, e.g. 2:0,-120,0:0.2")
+    # the take's options: label, default, bounds and tooltip from engine/options.py (the
+    # command line's flags come from there too); the panel adds its own soft limits and units
+    repetitions: IntProperty(**panel_settings("repetitions", soft_max=200))
+    fatigue_scale: FloatProperty(**panel_settings("fatigue_scale", soft_max=200.0))
+    F: FloatProperty(**panel_settings("F", precision=4))
+    R: FloatProperty(**panel_settings("R", precision=4))
+    r: FloatProperty(**panel_settings("r"))
+    strength: FloatProperty(**panel_settings("strength", soft_max=5.0))
+    controller: EnumProperty(**panel_settings("controller"))
+    policy_path: StringProperty(**panel_settings("policy", subtype="FILE_PATH"))
+    policy_mode: EnumProperty(**panel_settings("mode"))
+    noise_scale: FloatProperty(**panel_settings("noise_scale", soft_max=2.0))
+    headings: StringProperty(**panel_settings("heading"))
+    speed: FloatProperty(**panel_settings("speed", soft_max=3.0, unit="VELOCITY"))
+    residual: FloatProperty(**panel_settings("residual", soft_max=2.0))
+    balance: BoolProperty(**panel_settings("balance"))
+    pace: FloatProperty(**panel_settings("pace", soft_max=2.0))
+    seed: IntProperty(**panel_settings("seed"))
+    keep_calibration: BoolProperty(**panel_settings("keep_calibration"))
+    pushes: StringProperty(**panel_settings("push"))
     frame_start: IntProperty(name="Start frame", default=1)
     use_scene_start: BoolProperty(name="Scene start", default=True)
     last_report: StringProperty(default="")

@@ -1,5 +1,5 @@
-"""argparse value types shared by the `sinew` subcommands: bad values are refused in one
-line that names the option."""
+"""argparse value types and the parser shared by the `sinew` subcommands and the batch
+script: bad values are refused in one line that names the option."""
 from __future__ import annotations
 
 import argparse
@@ -27,3 +27,10 @@ def number(name: str, lo: float | None = None, hi: float | None = None, positive
         return v
 
     return parse
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments end with one line naming the option, and exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

@@ -19,6 +19,7 @@ from pathlib import Path
 from .atomic import check_out_file
 from .errors import SinewError
 from .interrupt import forward_signals
+from .options import BAKE, add_arguments, command_line
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sinew_bake.py"
 
@@ -39,21 +40,7 @@ def cmd_bake(args, extra: list[str] | None = None) -> int:
     if not SCRIPT.is_file():
         print(f"sinew bake: error: {SCRIPT}: batch script not found (a source checkout is needed)", file=sys.stderr)
         return 2
-    passthrough = ["--armature", args.armature, "--out", args.out]
-    for c in args.clip:
-        passthrough += ["--clip", c]
-    for push in args.push:
-        passthrough += ["--push", push]
-    if args.keep_calibration:
-        passthrough.append("--keep-calibration")
-    if args.balance is not None:
-        passthrough.append("--balance" if args.balance else "--no-balance")
-    for flag, value in (("--fatigue-scale", args.fatigue_scale), ("--F", args.F), ("--R", args.R), ("--r", args.r),
-                        ("--strength", args.strength), ("--controller", args.controller), ("--policy", args.policy),
-                        ("--residual", args.residual), ("--pace", args.pace), ("--seed", args.seed), ("--fps", args.fps),
-                        ("--frame-start", args.frame_start), ("--repetitions", args.repetitions)):
-        if value is not None:
-            passthrough += [flag, str(value)]
+    passthrough = ["--armature", args.armature, "--out", args.out, *command_line(args, BAKE)]
     blender = args.blender or os.environ.get("BLENDER") or shutil.which("blender")
     if blender:
         cmd = [blender, "-b", str(scene), "--python-exit-code", "2", "-P", str(SCRIPT), "--", *passthrough]
@@ -100,38 +87,16 @@ def add_bake_parser(subparsers) -> argparse.ArgumentParser:
         "bake", help="simulate a fatigued take and bake it into a .blend (headless Blender)",
         description=__doc__.split("\n\n")[0],
         epilog="examples:\n  sinew bake scene.blend --armature Armature --clip walk.bvh:20 --out out/take.blend\n"
-               "  sinew bake scene.blend --armature Rig --clip action --fatigue-scale 50 --out o.blend --json\n\n"
+               "  sinew bake scene.blend --armature Rig --clip action --fatigue-scale 50 --out o.blend --json\n"
+               "  sinew bake scene.blend --armature Rig --clip walk.bvh:15 --controller policy --policy P.npz "
+               "--mode heading --heading 90@5 --speed 1.2 --out o.blend\n\n"
                "Ctrl-C (or SIGTERM) stops the simulation at the next step and bakes what was done into\n"
                "--out; the exit status is then 130 (143 for SIGTERM).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scene", help="the .blend holding the armature")
     p.add_argument("--armature", required=True, help="name of the armature object to bake onto")
-    p.add_argument("--clip", action="append", required=True, metavar="CLIP[:SECONDS]",
-                   help="BVH / reference .npz, or 'action' (the armature's action); repeat to chain")
-    p.add_argument("--out", required=True, help="the .blend to write")
-    p.add_argument("--repetitions", type=int, help="play each clip this many times (instead of :SECONDS)")
-    p.add_argument("--fatigue-scale", type=float, help="multiplies the fatigue and recovery rates F and R (default 1)")
-    p.add_argument("--F", type=float, help="3CC-r fatigue rate F, 1/s (default 0.01)")
-    p.add_argument("--R", type=float, help="3CC-r recovery rate R, 1/s (default 0.002)")
-    p.add_argument("--r", type=float, help="3CC-r rest recovery multiplier r (default 2)")
-    p.add_argument("--strength", type=float, help="muscle strength: every muscle's maximum force times this, MASS's "
-                   "literature forces being 1 (tracking default 3); a policy runs at the strength it was trained at")
-    p.add_argument("--controller", choices=("tracking", "policy"), help="tracking (default, no training) or a trained policy")
-    p.add_argument("--policy", help="policy .npz for --controller policy (sinew export-policy)")
-    p.add_argument("--residual", type=float, help="for analysis: root residual strength in body weights, a force "
-                   "on the pelvis nobody sees (default 0: none; above 0 the balance planner is off)")
-    p.add_argument("--balance", action=argparse.BooleanOptionalAction, default=None,
-                   help="plan balance ahead so the character carries itself (default on; off with --residual above 0)")
-    p.add_argument("--pace", type=float, help="pace governor strength: tired legs play the clip slower "
-                   "(default 1; 0 = the clip's own pace)")
-    p.add_argument("--seed", type=int, help="random seed (default 0); same inputs and seed give the same take")
-    p.add_argument("--push", action="append", default=[], metavar="TIME:FX,FY,FZ:SECONDS[:BODY]",
-                   help="an external push: force in N (world frame) at the body's centre of mass (default the "
-                        "pelvis) from TIME for SECONDS; repeat for more")
-    p.add_argument("--keep-calibration", action="store_true",
-                   help="keep a calibration pose (T- or A-pose frames) at the start of a clip (default: skip it)")
-    p.add_argument("--fps", type=int, help="output frame rate (default: the scene's)")
-    p.add_argument("--frame-start", type=int, help="first frame of the baked action (default: the scene start)")
+    p.add_argument("--out", required=True, help="the .blend to write (never the scene itself)")
+    add_arguments(p, BAKE)  # the take's options (engine/options.py), handed on to the batch script as given
     p.add_argument("--blender", help="Blender executable (default: $BLENDER or `blender` on PATH)")
     p.add_argument("--json", action="store_true", help="print the JSON summary as the last line of stdout")
     p.set_defaults(func=cmd_bake)

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from .argtypes import number
+from .argtypes import OneLineParser, number
 from .atomic import FIGURE_SUFFIXES, check_out_dir, check_out_file, write_text
 from .errors import SinewError
 from .interrupt import stopped_line
@@ -186,20 +186,13 @@ def cmd_bench(args) -> int:
     return 0
 
 
-class _Parser(argparse.ArgumentParser):
-    """Bad arguments end with one line naming the option, and exit status 2."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(
+    ap = OneLineParser(
         prog="sinew",
         description="Sinew: muscle-driven, fatigue-aware character animation (284-muscle MASS human, "
         "Hill-type muscles, 3CC-r fatigue).",
     )
-    sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=OneLineParser)
     fmt = argparse.RawDescriptionHelpFormatter
 
     p = sub.add_parser("info", help="describe the musculoskeletal model", epilog=EPILOG_INFO,

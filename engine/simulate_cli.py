@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from . import take_report
-from .argtypes import number
+from .options import DEFAULT_FPS, SIMULATE, add_arguments
 
 EPILOG = """examples:
   sinew simulate --clip walk.bvh:60 --fatigue-scale 50 --out tired_walk/
@@ -82,59 +82,7 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
         "solve inside the 3CC-r fatigue bounds, optional root residual forces. Muscles tire and "
         "recover as the take plays; a take that falls or diverges is kept up to that point, and the "
         "report's fall line says when it began, which way and why.")
-    p.add_argument("--clip", action="append", required=True, metavar="CLIP[@AT][:SECONDS]",
-                   help="a .bvh or reference .npz, optionally :SECONDS to play (looped); repeat to chain. "
-                   "CLIP@AT holds the pose at AT seconds into the clip still (with --residual 0 the "
-                   "character stands it on its muscles alone)")
-    p.add_argument("--controller", choices=("tracking", "policy"), default="tracking",
-                   help="tracking (no training needed, default) or policy (a trained MuscleVAE policy)")
-    p.add_argument("--policy", default=None, help="policy .npz for --controller policy")
-    p.add_argument("--mode", choices=("track", "generate", "heading"), default="track",
-                   help="policy mode: track the clips (posterior, default), generate (the prior alone) or "
-                   "heading (the high-level policy steers to --heading at --speed)")
-    p.add_argument("--noise-scale", type=number("--noise-scale", 0.0), default=None, metavar="S",
-                   help="policy latent noise: the prior's sigma times S (default 1 in generate mode, 0 otherwise)")
-    p.add_argument("--heading", action="append", default=[], metavar="TURN[@TIME]",
-                   help="heading mode's goal: TURN degrees to the left of the starting facing (negative: right), "
-                   "from TIME s on (default 0); repeat to change it during the take")
-    p.add_argument("--speed", type=number("--speed", 0.0), default=None, metavar="M/S",
-                   help="heading mode's target speed in m/s (default 1)")
-    p.add_argument("--fatigue-scale", type=number("--fatigue-scale", 0.0), default=1.0,
-                   help="multiplies the 3CC-r rates F and R (default 1; 0 = no fatigue; 50 as MuscleVAE's run-walk)")
-    p.add_argument("--strength", type=number("--strength", 0.1, 10.0), default=None, metavar="S",
-                   help="muscle strength: every muscle's maximum isometric force times S, MASS's literature "
-                   "forces being 1 (default 3 for the tracking controller: at 1 a tracked walk asks the legs for more "
-                   "than 3CC-r sustains and a tired take gives way within seconds; the MuscleVAE release runs its legs "
-                   "at ~5). Lower tires sooner. A policy runs at the strength it was trained at")
-    p.add_argument("--residual", type=number("--residual", 0.0), default=None,
-                   help="tracking controller's root residual strength, for analysis: bound on a 'hand of god' "
-                   "force on the pelvis in body weights (and torque in body weight x 1 m), the OpenSim practice. "
-                   "Default 0: none, the character carries itself. A residual above 0 plays the tracker without "
-                   "the balance planner. A policy applies none")
-    p.add_argument("--balance", action=argparse.BooleanOptionalAction, default=None,
-                   help="tracking controller: plan balance ahead so the character carries itself on its muscles "
-                   "and the ground, with no root residual (predictive sampling over small hip, ankle and spine "
-                   "offsets of the reference, 16 candidates 0.8 s ahead every 0.1 s; engine/control/balance.py). "
-                   "On by default (MuJoCo; off with --residual above 0). Slow: ~8 s of computing a simulated "
-                   "second on 2 cores. --no-balance: the tracker alone, which stands a still pose (an LQR) "
-                   "but lets a moving clip fall after ~3 s without --residual")
-    p.add_argument("--workers", type=number("--workers", 0, integer=True), default=None, metavar="N",
-                   help="processes that play --balance's candidates, forked from this one (default: one per CPU "
-                   "core on Linux, 0 = this process elsewhere); the take is the same whatever N")
-    p.add_argument("--pace", type=number("--pace", 0.0), default=None, metavar="STRENGTH",
-                   help="tracking controller's pace governor: as the legs tire (their mean fatigued fraction "
-                   "M_F above 0.1) the clips play slower, by STRENGTH %% per %% of M_F, down to half pace, and "
-                   "speed up again as they recover; 0 = always the recorded pace (default 1). A policy "
-                   "plays at its own pace")
-    p.add_argument("--push", action="append", default=[], metavar="TIME:FX,FY,FZ:SECONDS[:BODY]",
-                   help="an external push: force in N (world frame) at the body's centre of mass from TIME "
-                   "for SECONDS; BODY defaults to Pelvis; repeat for more")
-    p.add_argument("--keep-calibration", action="store_true",
-                   help="keep a calibration pose (T- or A-pose frames) at the start of a BVH clip (default: skip it)")
-    p.add_argument("--backend", choices=("mujoco", "ode"), default="mujoco", help="physics backend (default mujoco)")
-    p.add_argument("--seed", type=number("--seed", 0, integer=True), default=0, help="random seed (default 0)")
-    p.add_argument("--fps", type=number("--fps", positive=True), default=30.0,
-                   help="output frame rate: 24, 25, 30, 50, 60 or 120 (default 30)")
+    add_arguments(p, SIMULATE)  # the take's options (engine/options.py)
     p.add_argument("--rig", default="human284", help="rig name or path (default: human284)")
     p.add_argument("--out", default="take", help="output folder (default ./take)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -163,20 +111,21 @@ def _simulate(args, stop) -> int:
     from .errors import InputFileError, ParameterError
     from .control.goals import check_policy_options, goals_from_specs
     from .push import check_pushes, parse_push
-    from .take import check_balance, check_clips, check_fps, check_pace
+    from .take import check_balance, check_clips, check_fps, check_pace, check_policy_given
 
     # everything checked before any work, one line each
     pushes = [parse_push(spec) for spec in args.push]
     goals = check_policy_options(args.controller, args.mode, args.noise_scale,
                                  goals_from_specs(args.mode, args.heading, args.speed))
+    check_policy_given(args.controller, args.policy)
     clips = []
     for path, seconds in parse_clips(args.clip):
         p = split_hold(path)[0]
         if not p.is_file():
             raise InputFileError(p, "clip file not found")
         clips.append((path, seconds))
-    fps = check_fps(args.fps)
-    fatigue = fat.FatigueParams(scale=args.fatigue_scale).validate(1 / 120)
+    fps = check_fps(DEFAULT_FPS if args.fps is None else args.fps)
+    fatigue = fat.FatigueParams(F=args.F, R=args.R, r=args.r, scale=args.fatigue_scale).validate(1 / 120)
     from .control.balance import default_workers
 
     workers = default_workers() if args.workers is None else int(args.workers)
@@ -187,8 +136,6 @@ def _simulate(args, stop) -> int:
     pace = check_pace(args.controller, args.pace)
     out = check_out_dir(args.out)
     if args.controller == "policy":
-        if args.policy is None:
-            raise ParameterError("--policy", "--controller policy needs --policy P.npz")
         if not Path(args.policy).is_file():
             raise InputFileError(args.policy, "policy file not found")
     from .control import TrackingParams

@@ -195,6 +195,17 @@ def check_pace(controller: str, pace: float | None) -> float:
     return _tracking_option(controller, pace, "--pace", 1.0, "plays at its own pace")
 
 
+def check_policy_given(controller: str, policy) -> None:
+    """A policy file goes with the policy controller, which needs one: beside the tracking
+    controller it would be ignored (a missing file too), so it is refused, as --workers is
+    where nothing uses it."""
+    if controller == "policy" and not policy:
+        raise ParameterError("--policy", "--controller policy needs --policy P.npz")
+    if controller != "policy" and policy:
+        raise ParameterError("--policy", f"only for --controller policy (the {controller} controller would ignore "
+                             f"{policy}); leave --policy out, or add --controller policy")
+
+
 def check_residual(controller: str, residual: float | None) -> float:
     """The root residual strength a take runs with (default 0: none); a policy applies none."""
     return _tracking_option(controller, residual, "--residual", 0.0, "applies no root residual")

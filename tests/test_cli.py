@@ -114,3 +114,46 @@ def test_no_command_writes_over_its_input_or_in_another_format(tmp_path, capsys)
         assert len(err) == 1 and said in err[0], (argv, err)
     assert (clip.read_bytes(), scene.read_bytes()) == before
     assert not (tmp_path / "o").exists() and not (tmp_path / "no_run").exists() and not list(tmp_path.glob("*.png"))
+
+
+def test_take_options_that_would_be_ignored_are_refused_naming_the_flags(tmp_path, capsys, addon):
+    """Issue 46: `--repetitions 0` played one pass, and `--policy` beside the tracking
+    controller was ignored, even for a file that does not exist (while --workers in the same
+    place was refused). Each is now one line naming the flags and exit 2, before any work, in
+    `sinew simulate`, `sinew bake` and the batch script alike."""
+    import importlib
+
+    from engine.cli import main
+
+    from .conftest import MOTION_DIR
+
+    clip = str(MOTION_DIR / "walk.bvh")
+    scene = tmp_path / "shot.blend"
+    scene.write_bytes(b"BLENDER-v405 not really")
+    missing = str(tmp_path / "missing.npz")
+    bake = ["bake", str(scene), "--armature", "A", "--clip", clip, "--out", str(tmp_path / "o.blend")]
+    batch = importlib.import_module(f"{addon}.batch")
+    batch_args = ["--armature", "A", "--clip", clip, "--out", str(tmp_path / "o.blend")]
+    for run, argv, said in [
+        (main, bake + ["--repetitions", "0"], "--repetitions must be >= 1, got 0"),
+        (batch.run, batch_args + ["--repetitions", "0"], "--repetitions must be >= 1, got 0"),
+        (main, ["simulate", "--clip", clip, "--policy", missing, "--out", str(tmp_path / "t")],
+         "'--policy': only for --controller policy"),
+        (main, ["simulate", "--clip", clip, "--controller", "tracking", "--policy", missing, "--out",
+                str(tmp_path / "t")], "'--policy': only for --controller policy"),
+        (batch.run, batch_args + ["--policy", missing], "'--policy': only for --controller policy"),
+        (main, ["simulate", "--clip", clip, "--controller", "policy", "--out", str(tmp_path / "t")],
+         "--controller policy needs --policy"),
+        (main, ["simulate", "--clip", clip, "--no-balance", "--workers", "2", "--out", str(tmp_path / "t")],
+         "'--workers': sets the processes of the balance planner"),
+        (main, bake + ["--workers", "-1"], "--workers must be >= 0, got -1"),  # once handed on unchecked
+        (main, bake + ["--speed", "nan"], "--speed must be finite"),  # a flag the bake lacked
+    ]:
+        try:
+            code = run(argv)
+        except SystemExit as e:  # refused by the parser
+            code = e.code
+        assert code == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], (argv, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shot.blend"]
