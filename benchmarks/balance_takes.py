@@ -1,12 +1,15 @@
 """Benchmark: issue 16's residual-free takes under the balance planner (`--balance`).
 
-    python benchmarks/balance_takes.py [--takes fresh,mixamo,push_fwd,...] [--seconds S] [--out FILE.md]
+    python benchmarks/balance_takes.py [--takes fresh,mixamo,push_fwd,...] [--seconds S] [--seeds 0,1,...]
+                                       [--horizon STEPS --tail STEPS] [--out FILE.md]
 
 Each take starts at the clip's first frame with no root residual, as `sinew simulate
 --balance` plays it (worker processes: one per core). Reports per take whether it fell
 (when), its mean joint error, its forward speed against the reference's over the last
 quarter, the report's push recovery and gait lines, and the computing time per simulated
-second. Slow: ~20 s a simulated second on the 2-core reference machine, so the full list
+second. --seeds plays each take once per seed (the planner's draws); --horizon and --tail
+set the planner's rollout length and the steps its cost stands for beyond it (eq. 3 of
+engine/control/balance.py), to measure a cheaper planner against the product's. Slow: ~20 s a simulated second on the 2-core reference machine, so the full list
 (60 s walk, three pushes, a Mixamo-style copy, the walk mirrored, played at 0.65 and at 1.25
 of its pace, the tired walk, 10 s of the bundled sprint) takes ~60 minutes; results are in
 docs/research/balance.md (tenth session on).
@@ -71,29 +74,38 @@ def main() -> int:
     ap.add_argument("--takes", default=",".join(TAKES), help="comma-separated, of: " + ", ".join(TAKES))
     ap.add_argument("--seconds", type=float, default=None, help="override every take's length")
     ap.add_argument("--workers", type=int, default=default_workers())
+    ap.add_argument("--seeds", default="0", help="comma-separated seeds, each take played once per seed")
+    ap.add_argument("--horizon", type=int, default=None, help="the planner's rollout steps (default: the product's)")
+    ap.add_argument("--tail", type=int, default=None, help="steps the cost stands for beyond the horizon (eq. 3)")
     ap.add_argument("--out", default=None, help="also write the table to this markdown file")
     a = ap.parse_args()
+    import dataclasses
+
     from engine import take_report
 
     rig = load_rig()
     balance, residual = check_balance("tracking", True, None, a.workers)
-    rows = ["| take | seconds | result | joint error | speed, last quarter (reference) | s a simulated s |",
-            "|---|---|---|---|---|---|"]
+    balance = dataclasses.replace(balance, **{k: v for k, v in (("horizon", a.horizon), ("tail", a.tail))
+                                              if v is not None})
+    print(f"planner: horizon {balance.horizon} steps, tail {balance.tail}, {balance.candidates} candidates", flush=True)
+    rows = ["| take | seed | seconds | result | joint error | speed, last quarter (reference) | "
+            "rollout steps a step | s a simulated s |", "|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
-        for name in a.takes.split(","):
+        for name, seed in [(n, int(sd)) for n in a.takes.split(",") for sd in a.seeds.split(",")]:
             kind, seconds, scale, pushes = TAKES[name]
             seconds = a.seconds or seconds
             t0 = time.perf_counter()
             take = simulate(rig, [(clip_path(kind, Path(tmp)), seconds)], fatigue=FatigueParams(scale=scale),
                             params=TrackingParams(residual=residual, balance=balance), pushes=pushes,
-                            progress=lambda f: None)
+                            progress=lambda f: None, seed=seed)
             wall = time.perf_counter() - t0
             s = take.meta["summary"]
             v, vr = speed(take)
             result = f"fell at {s['stopped_at_s']:.1f} s" if s["fell"] else "no fall"
             cost = wall / max(take.meta["simulated_seconds"], 1e-9)
-            rows.append(f"| {name} | {seconds:g} | {result} | {s['joint_err_deg_mean']:.1f} deg | "
-                        f"{v:.2f} m/s ({vr:.2f}) | {cost:.0f} |")
+            per_step = take.meta["balance"]["rollout_steps"] / max(take.meta["timing"]["steps"], 1)
+            rows.append(f"| {name} | {seed} | {seconds:g} | {result} | {s['joint_err_deg_mean']:.1f} deg | "
+                        f"{v:.2f} m/s ({vr:.2f}) | {per_step:.0f} | {cost:.0f} |")
             print(rows[-1], flush=True)
             for line in take_report.extra_lines(take):
                 if line.startswith(("push", "gait")):

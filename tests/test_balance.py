@@ -196,6 +196,30 @@ def test_a_worker_prunes_against_the_cheapest_plan_any_worker_played(rig):
     assert again == alone and shadow.shared_best.value == alone  # the same rollout, and it now bounds the rest
 
 
+def test_a_rollouts_tail_counts_its_last_steps_mean_for_the_steps_beyond_the_horizon(rig, monkeypatch):
+    """Eq. (3): with a tail, a rollout's cost is its horizon's sum plus `tail` times the mean
+    cost of its last `replan` steps; and a fall counts FALL_COST for every step the cost stands
+    for, the tail's too. The per-step cost is replaced by the step count so the sum is known."""
+    from engine.control import balance as bal
+
+    sim, plan = _walk_sim(rig, 1.0)
+    params = TrackingParams(residual=0.0)
+    monkeypatch.setattr(bal, "rollout_cost", lambda sim, ctl: float(sim.steps))
+    costs = {}
+    for tail in (0, 30):
+        b = bal.BalanceParams(horizon=24, replan=12, tail=tail)
+        snap = bal.snapshot(sim, bal.OffsetTracker(sim, plan, params, b))
+        shadow = bal.Shadow(sim, plan, params, b)
+        (costs[tail],), played = shadow.play_all(snap, [np.zeros((b.knots, 10))], 0)
+        assert played == 24
+    assert costs[0] == sum(range(1, 25))
+    assert costs[30] == pytest.approx(costs[0] + 30 * np.mean(range(13, 25)))
+    b = bal.BalanceParams(horizon=24, tail=30, fall_height=5.0)  # every state a fall
+    shadow = bal.Shadow(sim, plan, params, b)
+    (fallen,), _ = shadow.play_all(bal.snapshot(sim, bal.OffsetTracker(sim, plan, params, b)), [np.zeros((b.knots, 10))], 0)
+    assert fallen == 1.0 + bal.FALL_COST * 54
+
+
 def test_planner_resumed_at_a_checkpoint_plays_on_bit_for_bit(rig):
     """BalancePlanner.checkpoint / resume (the start states of a DAgger run): a planner put back
     at a checkpoint from another state plays the same steps again, bit for bit: the same

@@ -19,6 +19,7 @@ from the take's seed. A rollout's cost sums over its steps (eq. numbers: this mo
     c = w_height (z - z_ref)^2 + w_tilt |pelvis roll, pitch error|^2 + w_speed |v_xy - v*_xy|^2
         + w_joint (mean joint error / 10 deg)^2 + w_offset |u|^2                              (1)
     v*_xy = v_ref,xy + clip((p_ref,xy - p_xy) / path_time, path_speed)                       (2)
+    C = sum_{t < horizon} c_t + tail * mean_{last replan steps} c_t                           (3)
 
 where (2) is the velocity that brings the root back onto the clip's path in `path_time`
 (at most `path_speed` faster or slower than the clip): with v_ref alone the cost forgives a
@@ -55,6 +56,9 @@ class BalanceParams:
 
     candidates: int = 16  # offset plans tried at each replan (8 fell at 4.6-9.5 s)
     horizon: int = 96  # physics steps each is played ahead (0.8 s; 0.5 s fell)
+    # physics steps after the horizon that a rollout's cost stands for, at the mean cost of its
+    # last `replan` steps (eq. 3): a shorter horizon that still weighs where the body is going
+    tail: int = 0
     replan: int = 12  # physics steps between plans (0.1 s)
     knot: int = 12  # physics steps between an offset plan's knots
     # rad: the noise a candidate adds at each knot, spread evenly over the noisy candidates
@@ -77,6 +81,8 @@ class BalanceParams:
     fall_height: float = 0.7  # m: a rollout whose pelvis sinks below this has fallen
 
     def validate(self) -> "BalanceParams":
+        if not (isinstance(self.tail, (int, np.integer)) and self.tail >= 0):
+            raise ParameterError("balance.tail", f"must be a whole number >= 0, got {self.tail!r}")
         for name in ("candidates", "horizon", "replan", "knot"):
             v = getattr(self, name)
             if not (isinstance(v, (int, np.integer)) and v >= 1):
@@ -249,14 +255,15 @@ class Shadow:
         restore(self.sim, self.ctl, snap)
 
     def play(self, U: np.ndarray, start: int, bound: float = np.inf) -> float:
-        """Eq. (1) summed over the horizon with the plan (U, start), from the loaded state; inf
-        as soon as the sum passes `bound` or the workers' shared best (the cheapest plan found
-        so far: every term is >= 0, so this one cannot win, and the plan chosen is the same as
-        without the bound)."""
+        """Eq. (1) summed over the horizon with the plan (U, start), from the loaded state, and
+        eq. (3)'s tail; inf as soon as the sum passes `bound` or the workers' shared best (the
+        cheapest plan found so far: every term is >= 0, so this one cannot win, and the plan
+        chosen is the same as without the bound)."""
         sim, ctl, b, shared = self.sim, self.ctl, self.balance, self.shared_best
         ctl.U, ctl.plan_start = U, start
         d = sim.physics.data
-        total = 0.0
+        total, late = 0.0, 0.0  # late: the sum over the last `replan` steps (eq. 3)
+        steps = b.horizon + b.tail  # the steps the cost stands for
         clock, seconds = time.perf_counter, self.seconds
         for t in range(b.horizon):
             self.steps_played += 1
@@ -266,16 +273,21 @@ class Shadow:
                 sim.step(command)
                 t1 = clock()
             except (ArithmeticError, ValueError, np.linalg.LinAlgError):  # a solve or step that broke down
-                return total + DIVERGED_COST * (b.horizon - t)
+                return total + DIVERGED_COST * (steps - t)
             if sim.physics.fault or not (np.isfinite(d.qvel).all() and np.abs(d.qvel).max() < MAX_SPEED):
-                return total + DIVERGED_COST * (b.horizon - t)
-            total += rollout_cost(sim, ctl)
+                return total + DIVERGED_COST * (steps - t)
+            c = rollout_cost(sim, ctl)
+            total += c
+            if t >= b.horizon - b.replan:
+                late += c
             seconds["physics"] += t1 - t0
             seconds["cost"] += clock() - t1
             if d.qpos[2] < b.fall_height:
-                return total + FALL_COST * (b.horizon - t)
+                return total + FALL_COST * (steps - t)
             if total > bound or (shared is not None and total > shared.value):
                 return np.inf
+        if b.tail:  # eq. (3): the rest of the horizon the cost stands for, at its last steps' mean
+            total += late / min(b.replan, b.horizon) * b.tail
         return total
 
     def play_all(self, snap: dict, plans: list[np.ndarray], start: int) -> tuple[list[float], int]:
