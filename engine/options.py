@@ -32,7 +32,7 @@ TERMS = {
                         BAKE: "the add-on's preference 'Balance on every core': one per CPU core on Linux, "
                               "0 elsewhere", PANEL: ""},
     "fps_default": {SIMULATE: str(DEFAULT_FPS), BAKE: "the scene's", PANEL: "the scene's"},
-    "no_length": {SIMULATE: "without :SECONDS", BAKE: "without :SECONDS", PANEL: "(Length: Repetitions)"},
+    "no_length": {SIMULATE: " without :SECONDS", BAKE: " without :SECONDS", PANEL: ""},
 }
 
 
@@ -43,7 +43,7 @@ class Option:
     runs with where that is one number (the panel's default). A help text names another
     option as {name} and a front end's own words as {term} (TERMS)."""
 
-    name: str                       # args.NAME, and prepare_simulation's keyword
+    name: str                       # args.NAME; prepare_simulation's keyword (plural for a list)
     help: str
     kind: type = float              # float, int, str or bool
     default: object = None
@@ -98,7 +98,7 @@ TAKE_OPTIONS = (
                 "chain{action}. CLIP@AT holds the pose at AT seconds into the clip still (with {residual} 0 the "
                 "character stands it on its muscles alone)"),
     Option("repetitions", kind=int, lo=1, value=1, metavar="N", fronts=(BAKE, PANEL), label="Repetitions",
-           help="play each clip {no_length} this many times (default 1: once)"),
+           help="play each clip{no_length} this many times (default 1: once)"),
     Option("controller", kind=str, default="tracking", choices=_CHOICES_CONTROLLER, label="Controller",
            help="tracking (inverse dynamics and muscle coordination, no training needed; default) or policy "
                 "(a trained MuscleVAE policy, {policy})"),
