@@ -36,7 +36,7 @@ def extra_lines(take) -> list[str]:
 
 def loop_notes(take) -> list[tuple[str, str]]:
     """(clip, note) for each clip whose ends do not meet and that a take played longer than it
-    lasts (engine.control.plan: looped where it loops best, or played once and held)."""
+    lasts (engine.control.plan: looped where it loops best, or played once, shorter than asked)."""
     seen, out = set(), []
     for seg in take.meta.get("segments", []):
         note = seg.get("loop_note")

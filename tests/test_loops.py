@@ -1,5 +1,6 @@
 """A clip asked for longer than it lasts (issue 44): a capture whose ends do not meet loops
-where it loops best, or is played once and held; a clip played once is played as it is
+where it loops best, or is played once (its part of the take ends with it); a clip played
+once is played as it is
 (engine.control.loops, engine.control.plan)."""
 import numpy as np
 import pytest
@@ -82,12 +83,21 @@ def test_a_clip_played_once_is_played_as_it_is(rig):
     assert CyclicClip(space, walk, ground=False, loops=True).loop is None
 
 
-def test_real_motion_with_no_seam_is_played_once_and_held(rig):
+def test_real_motion_with_no_seam_is_played_once_and_the_take_ends_with_it(rig):
     """The MASS kick has no pair of frames close enough to loop: asked for 4 s (its own 1.9),
-    it plays once and then holds its last pose still, and says so."""
+    it plays once and its segment ends with it (a held last pose fell on the muscles), and the
+    note says so and how to hold the pose; chained before another clip, that clip follows it."""
     ref = _ref(rig, clips.bundled("kick"))
     plan = _plan(rig, ref, 4.0)
     clip = plan.segments[0].clip
-    assert clip.once and clip.loop["kind"] == "held" and "played once" in clip.describe()
-    q, v, a = plan.sample(int(3.5 * 120))
-    assert np.allclose(q[2:], clip.q[-1][2:]) and not v.any() and not a.any()
+    assert clip.once and clip.loop["kind"] == "ended"
+    assert plan.total_steps == clip.frames == ref.num_frames and abs(ref.seconds - 1.9) < 0.1
+    note = clip.describe()
+    assert "played once" in note and f"@{clip.seconds:.2f}:" in note
+    q, v, a = plan.sample(plan.total_steps - 1)
+    assert np.allclose(q[7:], clip.q[-1][7:])
+    walk = _ref(rig, clips.bundled("walk"))
+    from engine.control.plan import MotionPlan
+
+    chained = MotionPlan(rig, [(ref, 4.0, "kick"), (walk, 2.0, "walk")])
+    assert chained.segments[1].start == clip.frames and chained.total_steps == clip.frames + 240

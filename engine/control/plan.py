@@ -38,7 +38,9 @@ PHYSICS_HZ = 120.0
 REF_CUTOFF_HZ = 5.0
 # deg (engine.control.loops.seam_size_deg): a clip whose ends meet this closely loops as it
 # is (the bundled run's are 9.1 apart, the walk's 3.9; a CMU walk's 31); a loop found inside a
-# clip that is not one must close this well, or the clip is played once and held.
+# clip that is not one must close this well, or the clip is played once (and its segment ends
+# with it: a held last pose fell on the muscles, a kick after 12 s of holding and a dance
+# after 3.5, issue 44's corpus at 20 s).
 SEAM_OK_DEG, SEAM_MAX_DEG = 12.0, 15.0
 
 
@@ -229,8 +231,9 @@ class CyclicClip:
             raise ParameterError(f"clip {name}", f"q has {q0.shape[1]} coordinates, the rig {space.nq}")
         self._close(q0, v0)
         # A clip whose ends do not meet (engine.control.loops): played once, it is played as it
-        # is and held at its end; looped (loops=True), it loops where it loops best, or is
-        # played once and held when no pair of frames makes a seam. loops=None: as a cycle.
+        # is (and held at its end, should a caller sample past it); looped (loops=True), it loops
+        # where it loops best, or is played once when no pair of frames makes a seam (MotionPlan
+        # then ends its segment with it). loops=None: as a cycle.
         self.once, self.loop = False, None
         ends = seam_size_deg(space.rig, self.seam)
         if loops is not None and ends > SEAM_OK_DEG:
@@ -242,7 +245,7 @@ class CyclicClip:
                                  seam_deg=round(float(best), 2), ends_deg=round(ends, 2))
             else:
                 self.once = True
-                self.loop = dict(kind="held" if loops else "once", ends_deg=round(ends, 2),
+                self.loop = dict(kind="ended" if loops else "once", ends_deg=round(ends, 2),
                                  best_seam_deg=None if best is None else round(float(best), 2))
         F = len(q0)
         q = q0.copy() if self.once else np.stack([space.add(q0[i], (i / F) * self.seam) for i in range(F)])
@@ -281,9 +284,10 @@ class CyclicClip:
         if lp["kind"] == "loop":
             return (f"its ends are {lp['ends_deg']:.0f} deg apart: looped {lp['start_s']:.2f}-{lp['end_s']:.2f} s "
                     f"of it, where it loops best (a {lp['seam_deg']:.1f} deg seam)")
-        if lp["kind"] == "held":
+        if lp["kind"] == "ended":
             return (f"not a loop (its ends {lp['ends_deg']:.0f} deg apart, the best seam {lp['best_seam_deg']:.0f} deg): "
-                    f"played once, then its last pose held")
+                    f"played once, {self.seconds:.2f} s, shorter than asked (to hold its last pose after it, "
+                    f"chain the clip at {self.seconds:.2f} s: --clip CLIP@{self.seconds:.2f}:SECONDS)")
         return ""
 
     def cycle_transform(self, k: int) -> Planar:
@@ -316,7 +320,9 @@ class Segment:
 
 class MotionPlan:
     """Clips played one after another, each looping for its duration, cross-faded over
-    `blend` seconds at each switch. `sample(step)` gives the reference at a physics step."""
+    `blend` seconds at each switch. `sample(step)` gives the reference at a physics step. A
+    clip asked for longer than it lasts that cannot loop (CyclicClip.loop kind "ended") is
+    played once: its segment is its own length, and the plan is shorter than asked."""
 
     def __init__(self, rig: Rig, clips: list[tuple[Reference, float, str]], blend: float = 0.4):
         if not clips:
@@ -331,6 +337,8 @@ class MotionPlan:
             clip = cache.get((id(ref), loops)) or CyclicClip(self.space, ref, label, loops=loops)
             cache[(id(ref), loops)] = clip
             steps = int(round(seconds * PHYSICS_HZ))
+            if clip.loop and clip.loop["kind"] == "ended":
+                steps = min(steps, clip.frames)
             seg = Segment(clip, start, steps, 0, Planar(), label)
             if self.segments:
                 seg.phase, seg.place = self._continue(clip, self._sample_segment(self.segments[-1], start)[0])
