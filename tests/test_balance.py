@@ -220,6 +220,49 @@ def test_a_rollouts_tail_counts_its_last_steps_mean_for_the_steps_beyond_the_hor
     assert fallen == 1.0 + bal.FALL_COST * 54
 
 
+def test_the_swing_hip_is_placed_by_the_centre_of_mass_velocity_error(rig):
+    """engine.control.feedback eq. (1): at the reference's own state nothing moves; a body
+    0.5 m/s faster than the reference along the pelvis's forward swings the swing leg (the
+    higher foot's in the reference) forward by gain x 0.5 rad, and to the left when faster to
+    the left; the stance hip is left alone; a large error is capped at the limit."""
+    import mujoco
+
+    from engine.control import feedback as fb
+    from engine.control.plan import MotionPlan, load_clip
+    from engine.simulation import Simulation
+
+    sim = Simulation(rig, "mujoco")
+    ref, name = load_clip(rig, MOTION_DIR / "walk.bvh")
+    plan = MotionPlan(rig, [(ref, 2.0, name)])
+    law = fb.SwingPlacement(rig, plan.space.model, gain=0.2)
+    m, d = sim.physics.model, sim.physics.data
+    (hip_r, hip_l), swung = law.hips, []
+    for frame in range(0, 130, 13):
+        q, v, _ = plan.sample(frame)
+        sim.physics.set_q(q, v)
+        assert np.abs(law(m, d, q, v)).max() < 1e-9
+        R = d.xmat[1].reshape(3, 3)
+        forward = -R[:2, 1] / np.linalg.norm(R[:2, 1])
+        left = np.array([-forward[1], forward[0]])
+        law.gain = 0.2
+        rd = mujoco.MjData(plan.space.model)
+        rd.qpos[:] = q
+        mujoco.mj_kinematics(plan.space.model, rd)
+        w_right = 1.0 / (1.0 + np.exp(-(rd.xpos[law.feet[0], 2] - rd.xpos[law.feet[1], 2]) / fb.SWING_BLEND_M))
+        swung.append(w_right)
+        for direction, dof in ((forward, 0), (left, 1)):
+            faster = v.copy()
+            faster[:2] += 0.5 * direction
+            sim.physics.set_q(q, faster)
+            dv = law(m, d, q, v)
+            assert np.count_nonzero(dv) <= 4 and abs(dv.sum() - dv[list(hip_r) + list(hip_l)].sum()) < 1e-12
+            for hip, w in ((hip_r, w_right), (hip_l, 1.0 - w_right)):
+                assert dv[hip[dof]] == pytest.approx(-0.1 * w, abs=1e-6) and abs(dv[hip[1 - dof]]) < 1e-6
+        law.gain = 100.0  # capped
+        assert np.abs(law(m, d, q, v)).max() <= fb.LIMIT_RAD + 1e-12
+    assert min(swung) < 0.05 and max(swung) > 0.95  # each leg swung in the frames tried
+
+
 def test_planner_resumed_at_a_checkpoint_plays_on_bit_for_bit(rig):
     """BalancePlanner.checkpoint / resume (the start states of a DAgger run): a planner put back
     at a checkpoint from another state plays the same steps again, bit for bit: the same

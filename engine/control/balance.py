@@ -70,6 +70,9 @@ class BalanceParams:
     sigma_min: float = 0.05
     decay: float = 0.9  # the last plan's offsets shrink by this in the noisy candidates
     knees: bool = False  # sample both knees' flexion too (a lower, bent-kneed gait)
+    # rad per m/s: the swing hip placed by the centre of mass's velocity error after the
+    # offsets (engine.control.feedback, eq. 1), in the take and its rollouts; 0: none
+    feedback: float = 0.0
     workers: int = 0  # processes playing the candidates (0: this process; the take is the same)
     w_height: float = 100.0  # per m^2 of pelvis height error (eq. 1)
     w_tilt: float = 10.0  # per rad^2 of pelvis roll and pitch error
@@ -97,7 +100,7 @@ class BalanceParams:
             if "fork" not in mp.get_all_start_methods():
                 raise ParameterError("balance.workers", f"{self.workers}: the planner forks its worker processes, "
                                      "and this system cannot fork; use 0 (plan in the take's process)")
-        for name in ("sigma", "sigma_min", "decay", "w_height", "w_tilt", "w_speed", "path_speed", "w_joint", "w_offset",
+        for name in ("sigma", "sigma_min", "decay", "feedback", "w_height", "w_tilt", "w_speed", "path_speed", "w_joint", "w_offset",
                      "fall_height"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
@@ -180,17 +183,26 @@ class OffsetTracker(TrackingController):
         self.balance = balance
         self.dofs = offset_dofs(sim.rig, balance.knees)
         self.U, self.plan_start = np.zeros((balance.knots, len(self.dofs))), 0
+        self.placement = None
+        if balance.feedback > 0:
+            from .feedback import SwingPlacement
+
+            self.placement = SwingPlacement(sim.rig, self.plan.space.model, balance.feedback)
 
     def offsets(self, step: int) -> np.ndarray:
         return offsets_at(self.U, self.plan_start, self.balance.knot, step)
 
     def steer(self, q_ref, step):
         u = self.offsets(step)
-        if not np.any(u):
-            return q_ref
-        dv = np.zeros(self.rig.num_dofs)
-        dv[self.dofs] = u
-        return self.plan.space.add(q_ref, dv)
+        if np.any(u):
+            dv = np.zeros(self.rig.num_dofs)
+            dv[self.dofs] = u
+            q_ref = self.plan.space.add(q_ref, dv)
+        if self.placement is not None:  # after the offsets, at the pose they give
+            dv = self.placement(self.model, self.data, q_ref, self.reference(step)[1])
+            if np.any(dv):
+                q_ref = self.plan.space.add(q_ref, dv)
+        return q_ref
 
 
 def path_velocity(p, p_ref, v_ref, b: BalanceParams) -> tuple[float, float]:
