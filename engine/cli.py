@@ -272,13 +272,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     p.set_defaults(func=cmd_bench)
 
-    try:  # training sits beside the engine (it depends on the engine, not the other way round)
-        from training.commands import add_export_parser, add_train_parser
-    except ImportError:  # e.g. inside the Blender extension, which ships without training
-        pass
-    else:
-        add_train_parser(sub)
-        add_export_parser(sub)
+    # Commands of packages beside the engine (training's train and export-policy), registered as
+    # the entry points "sinew.commands" (pyproject.toml): the engine names no such package (it
+    # depends on the engine, not the other way round), and where one is not installed (the
+    # Blender extension ships without training) its commands are simply absent.
+    from importlib.metadata import entry_points
+
+    for ep in sorted(entry_points(group="sinew.commands"), key=lambda e: e.name):
+        ep.load()(sub)
     add_bake_parser(sub)
     return ap
 

@@ -71,6 +71,26 @@ def test_the_engine_has_no_import_circle():
     assert circles(import_graph()) == []
 
 
+def test_the_engine_does_not_import_training():
+    """training depends on the engine, not the other way round: its commands reach `sinew`
+    through the entry points "sinew.commands" (engine/cli.py), and the Blender extension ships
+    the engine alone."""
+    named = []
+    for path in ENGINE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            named += [f"{path.relative_to(ENGINE.parent)}: {n}" for n in names if n.split(".")[0] == "training"]
+    assert named == []
+
+
+def test_sinew_lists_trainings_commands_through_its_entry_points():
+    from engine.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert {"train", "export-policy", "simulate", "bake"} <= set(sub.choices)
+
+
 def test_the_circle_finder_finds_a_circle():
     """The check above could fail: the finder sees a planted circle and a package's
     `from . import x`."""
