@@ -34,6 +34,7 @@ demo: $(STAMP)
 	$(VENV)/bin/sinew preview $(OUT)/walk_ref.npz --out $(OUT)/walk_sheet.png
 	$(VENV)/bin/sinew arm-hold --out $(OUT)/arm_hold
 	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh:60 --fatigue-scale 50 --balance --out $(OUT)/tired_walk
+	$(VENV)/bin/sinew preview $(OUT)/tired_walk --out $(OUT)/tired_walk.gif
 	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh@0.25:60 --residual 0 --fatigue-scale 50 --out $(OUT)/held_pose
 	$(VENV)/bin/sinew simulate --clip $(MASS_MOTION)/walk.bvh@0.5:30 --controller policy --policy $(STAND_POLICY) --out $(OUT)/stand_policy
 	$(PY) scripts/demo_scene.py $(MASS_MOTION)/walk.bvh $(OUT)/demo_scene.blend

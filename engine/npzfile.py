@@ -24,6 +24,17 @@ def write_npz(path, fmt: str, version: int, meta: dict, arrays: dict, compress: 
     return path
 
 
+def file_format(path) -> str | None:
+    """The format named in a Sinew .npz's meta ("sinew-take", ...), or None when the file is
+    not one (missing, unreadable, no meta): read_npz then says what is wrong."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError, RuntimeError, json.JSONDecodeError):
+        return None
+    return meta.get("format") if isinstance(meta, dict) else None
+
+
 def read_npz(path, fmt: str, version: int, what: str, hint: str = "") -> tuple[dict, dict]:
     """(meta, arrays) of a Sinew file of format `fmt` and version `version`.
 

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from ..argtypes import number
+from ..errors import InputFileError, ParameterError
 
 EPILOG_RETARGET = """examples:
   sinew retarget walk.bvh --out walk_ref.npz
@@ -32,6 +33,8 @@ ForeArmR/L, HandR/L ("" unmaps a body).
 EPILOG_PREVIEW = """examples:
   sinew preview walk_ref.npz --out walk_sheet.png
   sinew preview run_ref.npz --out run.png --frames 10 --no-muscles
+  sinew preview tired_walk/ --out tired_walk.png         (a take: its folder or take.npz)
+  sinew preview tired_walk/take.npz --out tired_walk.gif  (a video; .mp4 needs ffmpeg)
 """
 
 
@@ -96,10 +99,19 @@ def cmd_retarget(args) -> int:
 
 def cmd_preview(args) -> int:
     from ..atomic import FIGURE_SUFFIXES, check_out_file
+    from ..npzfile import file_format
     from ..rig import load_rig
-    from .preview import contact_sheet
+    from .preview import VIDEO_SUFFIXES, contact_sheet
     from .reference import load_reference
 
+    source = Path(args.reference)
+    if source.is_dir():  # a take's folder (sinew simulate --out)
+        source = source / "take.npz"
+    if file_format(source) == "sinew-take":
+        return _preview_take(args, source)
+    if Path(args.out).suffix.lower() in VIDEO_SUFFIXES:
+        raise ParameterError("--out", f"{args.out}: a video is made of a take (sinew simulate's take.npz); "
+                             f"{args.reference} is not one: write a contact sheet (.png) of it instead")
     check_out_file(args.out, suffixes=FIGURE_SUFFIXES, inputs=[args.reference])
     ref = load_reference(args.reference)
     rig = load_rig(ref.meta.get("rig", "human284") if args.rig is None else args.rig)
@@ -108,6 +120,31 @@ def cmd_preview(args) -> int:
     print(f"contact sheet {out}")
     if args.json:
         print(json.dumps(summary))
+    return 0
+
+
+def _preview_take(args, source: Path) -> int:
+    """sinew preview of a take: a contact sheet, or a video by --out's suffix."""
+    from ..atomic import FIGURE_SUFFIXES, check_out_file
+    from ..rig import load_rig
+    from ..take import load_take
+    from .preview import VIDEO_SUFFIXES, take_sheet, take_video
+
+    out = check_out_file(args.out, suffixes=FIGURE_SUFFIXES + VIDEO_SUFFIXES, inputs=[source])
+    take = load_take(source)
+    if take.num_frames < 1:
+        raise InputFileError(source, "the take has no frames to draw")
+    rig = load_rig(take.meta.get("rig", "human284") if args.rig is None else args.rig)
+    if out.suffix.lower() in VIDEO_SUFFIXES:
+        out, every = take_video(take, rig, out)
+        what = f"video {out} ({-(-take.num_frames // every)} frames at {take.fps / every:g} fps"
+        what += f": every {every}th recorded frame)" if every > 1 else ")"
+    else:
+        out, every = take_sheet(take, rig, out, frames=args.frames), None
+        what = f"contact sheet {out}"
+    print(what)
+    if args.json:
+        print(json.dumps(dict(out=str(out), take=str(source), frames=take.num_frames, every=every)))
     return 0
 
 
@@ -143,12 +180,16 @@ def add_retarget_parser(subparsers) -> argparse.ArgumentParser:
 
 def add_preview_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "preview", help="contact sheet of a reference: stick figures with the muscles drawn",
+        "preview", help="contact sheet of a reference, or a contact sheet or video of a take",
         epilog=EPILOG_PREVIEW, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Draw evenly spaced frames of a reference trajectory from the side and the "
-        "front, skeleton as sticks and the 284 muscles as thin lines coloured by body part.")
-    p.add_argument("reference", metavar="REF.npz", help="reference written by `sinew retarget`")
-    p.add_argument("--out", default="sheet.png", help="PNG to write (default sheet.png)")
+        "front, skeleton as sticks and the 284 muscles as thin lines coloured by body part. Given a "
+        "take (sinew simulate's folder or its take.npz), draw the simulated body with its muscles "
+        "coloured by activation and the reference as a grey ghost, as a contact sheet or, with "
+        "--out ending in .gif or .mp4, a video of the whole take.")
+    p.add_argument("reference", metavar="REF.npz|TAKE", help="reference written by `sinew retarget`, or a take")
+    p.add_argument("--out", default="sheet.png", help="picture to write (default sheet.png); a take also "
+                   "as a video: .gif, or .mp4 where ffmpeg is installed")
     p.add_argument("--frames", type=number("--frames", 1, 40, integer=True), default=8, help="frames to show (default 8)")
     p.add_argument("--no-muscles", action="store_true", help="draw the skeleton only")
     p.add_argument("--rig", default=None, help="rig name or path (default: the one in the reference)")
