@@ -34,6 +34,9 @@ def cmd_bake(args, extra: list[str] | None = None) -> int:
         return 2
     try:
         check_out_file(args.out, suffixes=(".blend",), inputs=[scene])  # the user's scene is never rewritten
+        from .take import check_policy_given
+
+        check_policy_given(args.controller, args.policy)  # before Blender starts, as the batch script would
     except SinewError as e:
         print(f"sinew bake: error: {e}", file=sys.stderr)
         return 2

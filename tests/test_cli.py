@@ -142,6 +142,7 @@ def test_take_options_that_would_be_ignored_are_refused_naming_the_flags(tmp_pat
         (main, ["simulate", "--clip", clip, "--controller", "tracking", "--policy", missing, "--out",
                 str(tmp_path / "t")], "'--policy': only for --controller policy"),
         (batch.run, batch_args + ["--policy", missing], "'--policy': only for --controller policy"),
+        (main, bake + ["--policy", missing], "'--policy': only for --controller policy"),  # before Blender starts
         (main, ["simulate", "--clip", clip, "--controller", "policy", "--out", str(tmp_path / "t")],
          "--controller policy needs --policy"),
         (main, ["simulate", "--clip", clip, "--no-balance", "--workers", "2", "--out", str(tmp_path / "t")],
