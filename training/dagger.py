@@ -60,6 +60,7 @@ from engine.push import Push, PushSchedule
 from engine.rig import load_rig
 from engine.simulation import MuscleCommand, Simulation
 from engine.control.balance import BalanceParams, BalancePlanner
+from engine.control.controller import Controller
 from engine.control.tracking import TrackingParams
 from engine.kinematics import joint_errors_deg
 from engine.take import FALL_ROOT_HEIGHT
@@ -108,7 +109,7 @@ def force_error(action: torch.Tensor, label: torch.Tensor, on: torch.Tensor, sti
     return torch.where(on, e, torch.clamp(e, max=0.0))
 
 
-class PlannerEnsemble:
+class PlannerEnsemble(Controller):
     """The balance expert with smoother answers (config dagger.planners = K): K balance
     planners, each with its own seed, plan and solve warm start, steer the one simulation, and
     the action is the mean of their activations. One planner's answer at a state varies by
@@ -119,6 +120,18 @@ class PlannerEnsemble:
 
     def __init__(self, sim, plan, k: int, seed: int, params: TrackingParams):
         self.planners = [BalancePlanner(sim, plan, params, BalanceParams(), [seed, j]) for j in range(k)]
+        self.plan = plan
+
+    def advance_pace(self, sim) -> None:
+        for p in self.planners:
+            p.advance_pace(sim)
+
+    def reference_now(self, sim):
+        return self.planners[0].reference_now(sim)
+
+    def close(self) -> None:
+        for p in self.planners:
+            p.close()
 
     def act(self, sim, state) -> MuscleCommand:
         return MuscleCommand(np.mean([p.act(sim, state).activation for p in self.planners], axis=0))
