@@ -24,6 +24,19 @@ def _pyplot():
     return plt
 
 
+def _stage(ax, half_w: float, height: float) -> None:
+    """A panel's floor (a line and a strip below it), its limits and a bare frame."""
+    ax.axhline(0.0, color="#9a9a9a", lw=1.0, zorder=0)
+    ax.fill_between([-half_w, half_w], -0.08, 0.0, color="#eeeae4", zorder=0)
+    ax.set_xlim(-half_w, half_w)
+    ax.set_ylim(-0.08, height)
+    ax.set_aspect("equal")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for sp in ax.spines.values():
+        sp.set_visible(False)
+
+
 def contact_sheet(ref, rig, out, frames: int = 8, muscles: bool = True, dpi: int = 110) -> Path:
     """Write a PNG: `frames` evenly spaced frames, side view (top row) and front view (bottom).
 
@@ -68,8 +81,7 @@ def contact_sheet(ref, rig, out, frames: int = 8, muscles: bool = True, dpi: int
             def h(p):
                 return sign * (p[..., ax_i] - cx)
 
-            ax.axhline(0.0, color="#9a9a9a", lw=1.0, zorder=0)
-            ax.fill_between([-half_w, half_w], -0.08, 0.0, color="#eeeae4", zorder=0)
+            _stage(ax, half_w, height)
             if wp is not None:
                 w = wp[col]
                 segs = np.stack([np.stack([h(w[rig.seg_a]), w[rig.seg_a, 2]], -1),
@@ -89,13 +101,6 @@ def contact_sheet(ref, rig, out, frames: int = 8, muscles: bool = True, dpi: int
                 ax.plot([h(J[b]), h(tip)], [J[b, 2], tip[2]], color=BONE_COLOUR, lw=1.6,
                         solid_capstyle="round", zorder=3)
             ax.scatter(h(J), J[:, 2], s=5, color="white", edgecolors=BONE_COLOUR, linewidths=0.6, zorder=4)
-            ax.set_xlim(-half_w, half_w)
-            ax.set_ylim(-0.08, height)
-            ax.set_aspect("equal")
-            ax.set_xticks([])
-            ax.set_yticks([])
-            for sp in ax.spines.values():
-                sp.set_visible(False)
             if row == 0:
                 ax.set_title(f"{ref.times[f]:.2f} s", fontsize=8, color="#333333")
             if col == 0:
@@ -168,8 +173,7 @@ class _Panel:
 
         self.ax, self.figs = ax, figs
         self.axis, self.sign = self.VIEWS[view]
-        ax.axhline(0.0, color="#9a9a9a", lw=1.0, zorder=0)
-        ax.fill_between([-half_w, half_w], -0.08, 0.0, color="#eeeae4", zorder=0)
+        _stage(ax, half_w, height)
         self.ghost = LineCollection([], colors=GHOST_COLOUR, linewidths=2.2, alpha=0.55, zorder=1,
                                     capstyle="round")
         self.muscles = LineCollection([], linewidths=0.6, zorder=2)
@@ -177,13 +181,6 @@ class _Panel:
         for c in (self.ghost, self.muscles, self.bones):
             ax.add_collection(c)
         self.cmap = _pyplot().get_cmap(ACTIVATION_CMAP)
-        ax.set_xlim(-half_w, half_w)
-        ax.set_ylim(-0.08, height)
-        ax.set_aspect("equal")
-        ax.set_xticks([])
-        ax.set_yticks([])
-        for sp in ax.spines.values():
-            sp.set_visible(False)
         ax.set_ylabel(view, fontsize=9, color="#333333")
 
     def draw(self, f: int) -> None:
