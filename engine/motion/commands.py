@@ -138,7 +138,7 @@ def _preview_take(args, source: Path) -> int:
     if out.suffix.lower() in VIDEO_SUFFIXES:
         out, every = take_video(take, rig, out)
         what = f"video {out} ({-(-take.num_frames // every)} frames at {take.fps / every:g} fps"
-        what += f": every {every}th recorded frame)" if every > 1 else ")"
+        what += f": one recorded frame in {every})" if every > 1 else ")"
     else:
         out, every = take_sheet(take, rig, out, frames=args.frames), None
         what = f"contact sheet {out}"

@@ -132,7 +132,8 @@ MAX_VIDEO_FRAMES = 900  # a longer take shows every k-th recorded frame, k the l
 class TakeFigures:
     """The simulated and the reference figure of a take (engine.take.Take) at its recorded
     frames: joint centres, body centres and the muscles' waypoints, from the take's body
-    frames and its q_ref by the rig's forward kinematics."""
+    frames and its q_ref by the rig's forward kinematics; and the character's heading, which
+    the views turn with."""
 
     def __init__(self, take, rig):
         from .. import kinematics as kin
@@ -147,6 +148,21 @@ class TakeFigures:
         root, local = kin.q_to_pose(rig, np.asarray(take.q_ref, float))
         _, self.ref_joints, _, self.ref_body_pos = kin.forward_kinematics(rig, root, local)
         self.activation = np.clip(np.asarray(take.activation, float), 0.0, 1.0)
+        # the views turn with the character: its pelvis's heading, averaged over a second so
+        # that a step's sway does not swing the camera
+        from ..transforms import quat_heading
+
+        yaw = np.unwrap(quat_heading(np.asarray(take.q, float)[:, 3:7]))
+        w = max(1, int(round(take.fps)))
+        self.heading = np.convolve(np.pad(yaw, (w // 2, w - 1 - w // 2), mode="edge"), np.ones(w) / w, "valid")
+
+    def local(self, f: int, points: np.ndarray) -> np.ndarray:
+        """World points at recorded frame f in the character's frame: about its pelvis, turned
+        so that its (averaged) heading is the model's forward, -y."""
+        turn = -0.5 * np.pi - self.heading[f]
+        c, s = np.cos(turn), np.sin(turn)
+        p = points - self.body_pos[f, 0] * np.array([1.0, 1.0, 0.0])
+        return np.stack([c * p[..., 0] - s * p[..., 1], s * p[..., 0] + c * p[..., 1], p[..., 2]], -1)
 
     def sticks(self, joints, body_pos):
         """Bone segments (S, 2, 3): parent joint -> child joint, and each leaf's joint -> its
@@ -158,9 +174,10 @@ class TakeFigures:
         return np.array(segs)
 
 
-def _view(points, axis: int, sign: float, centre: float):
-    """(horizontal, height) of world points seen from the side (axis 1) or the front (axis 0)."""
-    return np.stack([sign * (points[..., axis] - centre), points[..., 2]], -1)
+def _view(points, axis: int, sign: float):
+    """(horizontal, height) of points in the character's frame (TakeFigures.local) seen from
+    its side (axis 1, forward to the left) or its front (axis 0)."""
+    return np.stack([sign * points[..., axis], points[..., 2]], -1)
 
 
 class _Panel:
@@ -185,14 +202,13 @@ class _Panel:
 
     def draw(self, f: int) -> None:
         F, rig = self.figs, self.figs.rig
-        centre = F.body_pos[f, 0, self.axis]  # the simulated pelvis, followed
-        h = lambda p: _view(p, self.axis, self.sign, centre)  # noqa: E731
+        h = lambda p: _view(F.local(f, p), self.axis, self.sign)  # noqa: E731  the simulated pelvis, followed
         self.ghost.set_segments(h(F.sticks(F.ref_joints[f], F.ref_body_pos[f])))
         self.bones.set_segments(h(F.sticks(F.joints[f], F.body_pos[f])))
         w = F.wp[f]
         segs = np.stack([h(w[rig.seg_a]), h(w[rig.seg_b])], 1)
         a = F.activation[f][rig.seg_muscle]
-        depth = self.sign * w[rig.seg_a, 1 - self.axis]  # the far side first, the near on top
+        depth = self.sign * F.local(f, w[rig.seg_a])[:, 1 - self.axis]  # the far side first, the near on top
         order = np.lexsort((a, -depth))
         self.muscles.set_segments(segs[order])
         self.muscles.set_colors(self.cmap(0.15 + 0.85 * a[order]))
