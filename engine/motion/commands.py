@@ -136,7 +136,10 @@ def _preview_take(args, source: Path) -> int:
         raise InputFileError(source, "the take has no frames to draw")
     rig = load_rig(take.meta.get("rig", "human284") if args.rig is None else args.rig)
     if out.suffix.lower() in VIDEO_SUFFIXES:
-        out, every = take_video(take, rig, out)
+        from ..progress import Progress
+
+        with Progress("drawing the video", 1.0) as bar:  # ~0.1 s a frame: a minute's take takes a while
+            out, every = take_video(take, rig, out, progress=bar.update)
         what = f"video {out} ({-(-take.num_frames // every)} frames at {take.fps / every:g} fps"
         what += f": one recorded frame in {every})" if every > 1 else ")"
     else:
