@@ -171,13 +171,17 @@ class CompiledMuscles:
         ptrs = ctypes.byref(self._struct), self._in.ctypes.data, self._out.ctypes.data
         self._call = lambda is_activation: call(ptrs[0], ptrs[1], is_activation, ptrs[2])
 
-    def step(self, rot, pos, linvel, angvel, command, MA, MR, MF, is_activation: bool):
-        """Returns (per-muscle rows (7, M): length, rate, activation, force, M_A, M_R, M_F;
-        per-body (2, B, 3): force, torque), fresh arrays the caller may keep."""
+    def put_bodies(self, rot, pos, linvel, angvel) -> None:
+        """The body state into the call's input buffer (the step's and DecisionTerms')."""
         self._rot[...] = rot
         self._pos[...] = pos
         self._lin[...] = linvel
         self._ang[...] = angvel
+
+    def step(self, rot, pos, linvel, angvel, command, MA, MR, MF, is_activation: bool):
+        """Returns (per-muscle rows (7, M): length, rate, activation, force, M_A, M_R, M_F;
+        per-body (2, B, 3): force, torque), fresh arrays the caller may keep."""
+        self.put_bodies(rot, pos, linvel, angvel)
         self._cmd[...] = command
         f = self._fat
         f[0], f[1], f[2] = MA, MR, MF
@@ -224,10 +228,7 @@ class DecisionTerms:
         """(f_l f_v, f_PE (M,), A (M, nv), Jc (rows, nv)) at the body state, `data` MuJoCo's
         at it (cdof, xipos and the tree's centre of mass are read); fresh arrays."""
         mus = self._muscles
-        mus._rot[...] = state.rot
-        mus._pos[...] = state.pos
-        mus._lin[...] = state.linvel
-        mus._ang[...] = state.angvel
+        mus.put_bodies(state.rot, state.pos, state.linvel, state.angvel)
         cdof = np.ascontiguousarray(data.cdof, dtype=np.float64)
         xipos = np.ascontiguousarray(data.xipos[1:], dtype=np.float64)
         com = np.ascontiguousarray(data.subtree_com[self._root], dtype=np.float64)

@@ -326,7 +326,8 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     Blender operator's cancel) the run stops there and the take keeps what it had, like a
     fall or a divergence (meta: interrupted, partial, stopped_at_s, stop_reason)."""
     from .control.plan import MotionPlan, load_clip
-    from .control.factory import make_controller
+    from .control.factory import KINDS, make_controller
+    from .control.policy import facing_angle
     from .control.tracking import TrackingParams
     from .push import PushSchedule, check_pushes
     from .interrupt import StopFlag
@@ -341,8 +342,6 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ParameterError("seed", f"must be a whole number >= 0, got {seed!r}")
     fatigue = fatigue or fat.FatigueParams()
-    from .control.factory import KINDS
-
     if controller not in KINDS:
         raise ParameterError("controller", f"{controller!r}: choose tracking or policy")
     if controller == "policy" and policy is None:
@@ -441,8 +440,6 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
                 ctrl.advance_pace(sim)  # every step, whether or not the controller decides
                 if cmd is None or sim.steps % ctrl.period == 0:
                     if steer is not None:
-                        from .control.policy import facing_angle
-
                         steer.apply(ctrl, sim.time, facing_angle(sim.state.rot))
                     t0 = clock()
                     cmd = ctrl.act(sim, sim.state)

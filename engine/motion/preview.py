@@ -144,7 +144,7 @@ class TakeFigures:
         self.body_pos = np.asarray(take.body_pos, float)
         joint_rot = body_rot @ np.swapaxes(rig.body_rest_rot, -1, -2)  # G = R R_rest^T
         self.joints = self.body_pos - np.einsum("fbij,bj->fbi", joint_rot, rig.body_rest_pos - rig.joint_pos)
-        self.wp = kin.MusclePaths(rig).positions(body_rot, self.body_pos)
+        self._paths, self._body_rot, self._last = kin.MusclePaths(rig), body_rot, (None, None)
         root, local = kin.q_to_pose(rig, np.asarray(take.q_ref, float))
         _, self.ref_joints, _, self.ref_body_pos = kin.forward_kinematics(rig, root, local)
         self.activation = np.clip(np.asarray(take.activation, float), 0.0, 1.0)
@@ -155,6 +155,13 @@ class TakeFigures:
         yaw = np.unwrap(quat_heading(np.asarray(take.q, float)[:, 3:7]))
         w = max(1, int(round(take.fps)))
         self.heading = np.convolve(np.pad(yaw, (w // 2, w - 1 - w // 2), mode="edge"), np.ones(w) / w, "valid")
+
+    def waypoints(self, f: int) -> np.ndarray:
+        """The muscles' waypoints (K, 3) at recorded frame f (made when drawn: a sheet shows a
+        few frames of a take that may hold thousands; the last frame's kept for the next view)."""
+        if self._last[0] != f:
+            self._last = (f, self._paths.positions(self._body_rot[f], self.body_pos[f]))
+        return self._last[1]
 
     def local(self, f: int, points: np.ndarray) -> np.ndarray:
         """World points at recorded frame f in the character's frame: about its pelvis, turned
@@ -205,7 +212,7 @@ class _Panel:
         h = lambda p: _view(F.local(f, p), self.axis, self.sign)  # noqa: E731  the simulated pelvis, followed
         self.ghost.set_segments(h(F.sticks(F.ref_joints[f], F.ref_body_pos[f])))
         self.bones.set_segments(h(F.sticks(F.joints[f], F.body_pos[f])))
-        w = F.wp[f]
+        w = F.waypoints(f)
         segs = np.stack([h(w[rig.seg_a]), h(w[rig.seg_b])], 1)
         a = F.activation[f][rig.seg_muscle]
         depth = self.sign * F.local(f, w[rig.seg_a])[:, 1 - self.axis]  # the far side first, the near on top
