@@ -85,7 +85,7 @@ def main() -> int:
     a = ap.parse_args()
     import dataclasses
 
-    from engine import take_report
+    from engine.commands import take_report
 
     rig = load_rig()
     balance, residual = check_balance("tracking", True, None, a.workers)

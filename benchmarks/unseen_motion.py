@@ -80,7 +80,7 @@ def main() -> int:
     a = ap.parse_args()
     from engine.control.plan import load_clip
     from engine.motion.checks import summary_lines
-    from engine.take_report import loop_notes
+    from engine.commands.take_report import loop_notes
 
     rig = load_rig()
     balance, residual = check_balance("tracking", True, None, a.workers)

@@ -8,8 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from .engine.argtypes import OneLineParser
-from .engine.options import BAKE, add_arguments
+from .engine.options import BAKE, OneLineParser, add_arguments
 
 
 def parser() -> argparse.ArgumentParser:

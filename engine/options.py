@@ -5,16 +5,17 @@ The front ends: `sinew simulate` (SIMULATE), `sinew bake` and the batch script i
 Blender, scripts/sinew_bake.py (BAKE: one set of flags, passed through as given), and the
 Simulate panel's properties (PANEL, `Scene.sinew`). The command lines' flags are made here
 (add_arguments); the panel's properties take their label, default, bounds and tooltip from
-here (panel_settings); tests/test_options.py holds every front end to this table.
+here (panel_settings); tests/test_options.py holds every front end to this table. Here too
+the argparse value type that checks a number (number) and the parser every command line uses
+(OneLineParser): bad values are refused in one line that names the option.
 
 Standard library only: `sinew bake` and the Blender extension import it without numpy.
 """
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
-
-from .argtypes import number
 
 SIMULATE, BAKE, PANEL = "simulate", "bake", "panel"
 EVERYWHERE = (SIMULATE, BAKE, PANEL)
@@ -34,6 +35,36 @@ TERMS = {
     "fps_default": {SIMULATE: str(DEFAULT_FPS), BAKE: "the scene's", PANEL: "the scene's"},
     "no_length": {SIMULATE: " without :SECONDS", BAKE: " without :SECONDS", PANEL: ""},
 }
+
+
+def number(name: str, lo: float | None = None, hi: float | None = None, positive: bool = False,
+           integer: bool = False):
+    """A finite float (or whole number) within [lo, hi], > 0 when `positive`."""
+
+    def parse(text: str):
+        try:
+            v = int(text) if integer else float(text)
+        except ValueError:
+            kind = "a whole number" if integer else "a number"
+            raise argparse.ArgumentTypeError(f"{name} must be {kind}, got {text!r}") from None
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"{name} must be finite, got {text}")
+        if positive and v <= 0:
+            raise argparse.ArgumentTypeError(f"{name} must be > 0, got {v:g}")
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            bounds = f"lie in [{lo:g}, {hi:g}]" if lo is not None and hi is not None else (
+                f"be >= {lo:g}" if lo is not None else f"be <= {hi:g}")
+            raise argparse.ArgumentTypeError(f"{name} must {bounds}, got {v:g}")
+        return v
+
+    return parse
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments end with one line naming the option, and exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 @dataclass(frozen=True)

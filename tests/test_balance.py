@@ -166,7 +166,7 @@ def test_a_killed_planner_worker_does_not_lose_the_take(rig, capfd):
     lost = takes[1].meta["balance"]["workers_lost"]
     assert "worker process ended" in lost and takes[0].meta["balance"]["workers_lost"] is None
     assert "planned on in the take's process" in capfd.readouterr().err
-    from engine.take_report import balance
+    from engine.commands.take_report import balance
 
     assert balance(takes[1].meta["balance"]).endswith(lost) and "ended" not in balance(takes[0].meta["balance"])
     assert not takes[1].meta["partial"] and not mp.active_children()  # whole, and no worker left behind

@@ -193,7 +193,7 @@ def test_retarget_with_the_pose_skipped_equals_the_clean_clip(rig, tmp_path, kw)
 
 
 def test_cli_retarget_says_what_it_skipped_and_keeps_it_on_request(tmp_path, capsys):
-    from engine.cli import main
+    from engine.commands.main import main
 
     clip = clips.variant_file(tmp_path, "walk", names="mixamo", fps=30, pose="T", pose_frames=1)
     assert main(["retarget", str(clip), "--out", str(tmp_path / "a.npz"), "--json"]) == 0
@@ -208,7 +208,7 @@ def test_cli_retarget_says_what_it_skipped_and_keeps_it_on_request(tmp_path, cap
 
 
 def test_cli_simulate_skips_the_pose_says_so_and_keeps_it_on_request(tmp_path, capsys):
-    from engine.cli import main
+    from engine.commands.main import main
 
     clip = clips.variant_file(tmp_path, "walk", names="cmu", fps=60, pose="A", pose_frames=10)
     for extra, skipped in (([], True), (["--keep-calibration"], False)):

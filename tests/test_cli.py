@@ -1,5 +1,6 @@
 """The sinew command line as a user runs it: exit codes, one-line errors, --json summaries."""
 import json
+import os
 import subprocess
 import sys
 
@@ -73,6 +74,34 @@ def test_bench_json_reports_every_stage():
     assert not st["fell"]
 
 
+def test_the_commands_find_the_sample_motion_by_env_or_beside_the_checkout(tmp_path, monkeypatch):
+    """engine/commands/sample_data.py: $SINEW_MOTION_DIR wins; else ../shared beside the
+    checkout; with neither, one error naming both (and `sinew bench` says it in one line)."""
+    from engine.commands import sample_data
+    from engine.errors import InputFileError
+
+    from .conftest import MOTION_DIR
+
+    monkeypatch.delenv(sample_data.ENV, raising=False)
+    assert sample_data.motion_dir() == sample_data.CHECKOUT_MOTION
+    assert sample_data.CHECKOUT_MOTION.resolve() == MOTION_DIR.resolve()
+    monkeypatch.setenv(sample_data.ENV, str(tmp_path))
+    assert sample_data.motion_clip("walk.bvh") == tmp_path / "walk.bvh"
+    monkeypatch.setenv(sample_data.ENV, str(tmp_path / "missing"))
+    with pytest.raises(InputFileError, match="SINEW_MOTION_DIR names no folder"):
+        sample_data.motion_dir()
+    monkeypatch.delenv(sample_data.ENV)
+    monkeypatch.setattr(sample_data, "CHECKOUT_MOTION", tmp_path / "shared" / "motion")
+    with pytest.raises(InputFileError) as e:
+        sample_data.motion_dir()
+    assert "SINEW_MOTION_DIR" in str(e.value) and str(tmp_path / "shared" / "motion") in str(e.value)
+    proc = subprocess.run([sys.executable, "-m", "engine", "bench", "--seconds", "0.05", "--backends",
+                           "--tracking", "0.1"], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, sample_data.ENV: str(tmp_path / "missing")})
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].startswith("sinew bench: error:")
+    assert "SINEW_MOTION_DIR" in proc.stderr
+
+
 def test_help_has_examples():
     for cmd in ("info", "fatigue-curve", "bench"):
         assert "examples:" in sinew(cmd, "--help").stdout
@@ -86,7 +115,7 @@ def test_no_command_writes_over_its_input_or_in_another_format(tmp_path, capsys)
     not a number is named as such, and a curve too long to hold is refused before any work."""
     import shutil
 
-    from engine.cli import main
+    from engine.commands.main import main
 
     from .conftest import MOTION_DIR
 
@@ -123,7 +152,7 @@ def test_take_options_that_would_be_ignored_are_refused_naming_the_flags(tmp_pat
     `sinew simulate`, `sinew bake` and the batch script alike."""
     import importlib
 
-    from engine.cli import main
+    from engine.commands.main import main
 
     from .conftest import MOTION_DIR
 

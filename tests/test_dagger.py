@@ -147,19 +147,19 @@ def test_dagger_config_is_checked(tmp_path):
     p = tmp_path / "c.toml"
     p.write_text('base = "%s"\nclips = ["%s"]\n' % (REPO / "training/configs/stand.toml", WALK))
     with pytest.raises(ParameterError, match="CLIP@SECONDS"):
-        load_config(p)
+        load_config(p, WALK.parent)
     p.write_text('base = "%s"\n[dagger]\nrounds = 0\n' % (REPO / "training/configs/stand.toml"))
     with pytest.raises(ParameterError, match="dagger.rounds"):
-        load_config(p)
+        load_config(p, WALK.parent)
     p.write_text('base = "%s"\n[dagger]\nsmooth = -1.0\n' % (REPO / "training/configs/walk.toml"))
     with pytest.raises(ParameterError, match="dagger.smooth"):
-        load_config(p)
+        load_config(p, WALK.parent)
     p.write_text('base = "%s"\n[dagger]\nexpert = "oracle"\n' % (REPO / "training/configs/stand.toml"))
     with pytest.raises(ParameterError, match="dagger.expert"):
-        load_config(p)
+        load_config(p, WALK.parent)
     p.write_text('base = "%s"\naction = "activation"\n' % (REPO / "training/configs/tiny.toml"))
     with pytest.raises(ParameterError, match="action.*dagger"):
-        load_config(p)
+        load_config(p, WALK.parent)
 
 
 def test_tiny_dagger_train_export_policy_take(tmp_path, rig):
@@ -215,9 +215,9 @@ def test_a_resumed_run_goes_on_as_if_it_had_not_stopped(tmp_path):
                         "[dagger]\nrounds = 2\nepisodes = 2\nepisode_seconds = 0.3\nfit_steps = 30\ntorque_weight = 0.1\n"
                         "eval_seconds = 0.3\neval_starts = 1\nsnapshot_seconds = 1.0\nworkers = 1\n"
                         % (REPO / "training/configs/stand.toml"))
-    whole = DaggerTrainer(load_config(cfg_path), tmp_path / "whole")
+    whole = DaggerTrainer(load_config(cfg_path, WALK.parent), tmp_path / "whole")
     whole.train()
-    first = DaggerTrainer(load_config(cfg_path), tmp_path / "parts")
+    first = DaggerTrainer(load_config(cfg_path, WALK.parent), tmp_path / "parts")
     first.train(1)
     del first
     import csv
@@ -256,7 +256,7 @@ def test_a_resumed_run_goes_on_as_if_it_had_not_stopped(tmp_path):
         assert 0 < float(r["label_seconds"]) and 0 < float(r["fit_seconds"])
         assert float(r["label_seconds"]) + float(r["fit_seconds"]) <= s + 0.2
     # round 2's log scores its new labels by round 1's networks, before they join the fit
-    one = DaggerTrainer(load_config(cfg_path), tmp_path / "one")
+    one = DaggerTrainer(load_config(cfg_path, WALK.parent), tmp_path / "one")
     one.train(1)
     one.data = whole.data
     new = np.flatnonzero(tags[:, 0] == 1)
@@ -288,7 +288,7 @@ def test_an_episode_that_falls_keeps_no_labels_of_its_last_second(tmp_path):
     cfg_path = tmp_path / "c.toml"
     cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n'
                         "[dagger]\nsnapshot_seconds = 0.0\n" % (REPO / "training/configs/stand.toml"))
-    tr = DaggerTrainer(load_config(cfg_path), tmp_path / "run")
+    tr = DaggerTrainer(load_config(cfg_path, WALK.parent), tmp_path / "run")
     untrained = PolicyController(tr.policy_file(), tr.rig, "track", tr.track)
     stood = tr.episode(np.random.default_rng(0), 6.0, untrained)
     assert 1.0 < stood < 6.0  # it fell
@@ -307,7 +307,7 @@ def test_a_round_whose_episodes_all_fall_at_once_stops_with_a_clear_error(tmp_pa
     cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n'
                         "[dagger]\nsnapshot_seconds = 0.0\nepisodes = 1\nepisode_seconds = 3.0\nfall_margin_seconds = 3.0\n"
                         "push_force = 100000.0\nworkers = 1\n" % (REPO / "training/configs/stand.toml"))
-    tr = DaggerTrainer(load_config(cfg_path), tmp_path / "run")
+    tr = DaggerTrainer(load_config(cfg_path, WALK.parent), tmp_path / "run")
     with pytest.raises(SinewError, match="round 1: no labels.*fall_margin_seconds = 3.0"):
         tr.step()
     assert tr.round == 0 and not (tmp_path / "run" / "checkpoint.pt").exists()
@@ -321,7 +321,7 @@ def test_pushed_episodes_shove_the_character_and_let_go(tmp_path):
     cfg_path = tmp_path / "c.toml"
     cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n'
                         "[dagger]\nsnapshot_seconds = 0.0\npush_force = 150.0\n" % (REPO / "training/configs/stand.toml"))
-    tr = DaggerTrainer(load_config(cfg_path), tmp_path / "run")
+    tr = DaggerTrainer(load_config(cfg_path, WALK.parent), tmp_path / "run")
     ends = []
     for push in (False, True):
         tr.episode(np.random.default_rng(3), 2.0, None, push=push, label=False)
@@ -343,7 +343,7 @@ def test_a_dagger_run_needs_a_stance_its_expert_can_hold(tmp_path):
     cfg_path = tmp_path / "c.toml"
     cfg_path.write_text('base = "%s"\nbackend = "ode"\n' % (REPO / "training/configs/stand.toml"))
     with pytest.raises(ParameterError, match=r"walk\.bvh@0\.5.*mujoco backend"):
-        DaggerTrainer(load_config(cfg_path), tmp_path / "run")
+        DaggerTrainer(load_config(cfg_path, WALK.parent), tmp_path / "run")
 
 
 def test_balance_expert_episodes_are_the_same_in_forked_workers(tmp_path):
@@ -357,7 +357,7 @@ def test_balance_expert_episodes_are_the_same_in_forked_workers(tmp_path):
     cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n'
                         "[dagger]\nsnapshot_seconds = 0.2\nsnapshot_every = 0.1\nworkers = 2\nsmooth = 0.0\n"
                         % (REPO / "training/configs/walk.toml"))
-    tr = DaggerTrainer(load_config(cfg_path), tmp_path / "run")
+    tr = DaggerTrainer(load_config(cfg_path, WALK.parent), tmp_path / "run")
     assert tr.expert.params.weights.smooth == 0.0 and tr.expert.params.weights.activation == 1.0  # [dagger] smooth
     assert len(tr.starts) == 3 and [s["sim"]["steps"] for s in tr.starts] == [0, 12, 24]
     jobs = [dict(seed=[0, k], seconds=0.1, learner=False, velocity_noise=0.03) for k in range(2)]
@@ -409,7 +409,7 @@ def test_balance_expert_of_several_planners_answers_their_mean(tmp_path):
     cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n'
                         "[dagger]\nsnapshot_seconds = 0.1\nsnapshot_every = 0.1\nplanners = 2\n"
                         % (REPO / "training/configs/walk.toml"))
-    tr = DaggerTrainer(load_config(cfg_path), tmp_path / "run")
+    tr = DaggerTrainer(load_config(cfg_path, WALK.parent), tmp_path / "run")
     ens, sim = tr.expert, tr.sim
     assert isinstance(ens, PlannerEnsemble) and len(ens.planners) == 2 and len(tr.starts) == 2
     ens.resume(sim, tr.starts[1], 5)
@@ -423,7 +423,7 @@ def test_balance_expert_of_several_planners_answers_their_mean(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('base = "%s"\n[dagger]\nplanners = 2\n' % (REPO / "training/configs/stand.toml"))
     with pytest.raises(ParameterError, match="dagger.planners"):
-        load_config(bad)
+        load_config(bad, WALK.parent)
 
 
 def test_train_refuses_a_resume_without_a_run_and_a_new_run_over_one(tmp_path):

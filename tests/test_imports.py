@@ -1,10 +1,18 @@
 """The engine's modules import one another in one direction (no circle): a newcomer can read
 a module knowing what it stands on, and a module loads without half-initialised partners.
-Read with the standard library's ast, every import counted (those inside functions too)."""
+The command line (engine/commands) sits on top: no library module imports it, and only it
+knows where the project's reference data lies (../shared). Read with the standard library's
+ast, every import counted (those inside functions too)."""
 import ast
+import re
 from pathlib import Path
 
-ENGINE = Path(__file__).resolve().parents[1] / "engine"
+REPO = Path(__file__).resolve().parents[1]
+ENGINE = REPO / "engine"
+COMMANDS = ENGINE / "commands"
+# The command line: engine/commands, `python -m engine`, and training's commands (which reach
+# `sinew` through the entry points "sinew.commands").
+COMMAND_MODULES = {ENGINE / "__main__.py", REPO / "training" / "commands.py"}
 
 
 def _module(path: Path) -> str:
@@ -73,7 +81,7 @@ def test_the_engine_has_no_import_circle():
 
 def test_the_engine_does_not_import_training():
     """training depends on the engine, not the other way round: its commands reach `sinew`
-    through the entry points "sinew.commands" (engine/cli.py), and the Blender extension ships
+    through the entry points "sinew.commands" (engine/commands/main.py), and the Blender extension ships
     the engine alone."""
     named = []
     for path in ENGINE.rglob("*.py"):
@@ -85,7 +93,7 @@ def test_the_engine_does_not_import_training():
 
 
 def test_sinew_lists_trainings_commands_through_its_entry_points():
-    from engine.cli import build_parser
+    from engine.commands.main import build_parser
 
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     assert {"train", "export-policy", "simulate", "bake"} <= set(sub.choices)
@@ -99,3 +107,85 @@ def test_the_circle_finder_finds_a_circle():
     real = import_graph()
     assert "engine.control.tracking" in real["engine.control.balance"]  # balance builds on the tracker
     assert "engine.control.stand" in real["engine.control.factory"]  # imports inside functions count
+
+
+def library_modules() -> list[Path]:
+    """The engine outside its command line, training outside its commands, and the add-on."""
+    files = [*ENGINE.rglob("*.py"), *(REPO / "training").rglob("*.py"), *(REPO / "blender_addon").rglob("*.py")]
+    return sorted(f for f in files if COMMANDS not in f.parents and f not in COMMAND_MODULES)
+
+
+def imports_of_commands(path: Path, root: Path = REPO) -> list[str]:
+    """The imports in `path` (a file under `root`) of the command-line package engine.commands:
+    absolute (engine.commands...), relative from inside the engine (from ..commands, from ..
+    import commands) or, in the add-on, of the engine it ships beside it (from .engine.commands)."""
+    package = list(path.relative_to(root).parts[:-1])
+    addon = package[:1] == ["blender_addon"]  # the add-on's `.engine` is the engine
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = (node.module or "").split(".") if node.module else []
+            if node.level:
+                base = package[: len(package) - node.level + 1] + base
+                if addon:
+                    base = base[1:]
+            targets = [".".join(base + [a.name]) for a in node.names]
+        else:
+            continue
+        found += [t for t in targets if t.split(".")[:2] == ["engine", "commands"]]
+    return found
+
+
+def test_only_the_command_line_imports_engine_commands():
+    """engine/commands holds the command line and nothing else leans on it: the engine,
+    training and the Blender add-on run without a parser (the add-on ships the engine; its
+    batch script reads its flags through engine.options)."""
+    named = [f"{f.relative_to(REPO)}: {t}" for f in library_modules() for t in imports_of_commands(f)]
+    assert named == []
+
+
+def test_the_commands_check_sees_an_import_of_the_command_line(tmp_path):
+    """The check above could fail: it sees each way a module can import engine.commands, and
+    a command module does import it."""
+    planted = {
+        "engine/take.py": "from .commands.simulate import write_outputs\n",
+        "engine/motion/x.py": "def f():\n    from .. import commands\n",
+        "training/trainer.py": "import engine.commands.main\n",
+        "training/config.py": "from engine.commands import sample_data\n",
+        "blender_addon/batch.py": "from .engine.commands.main import build_parser\n",
+        "blender_addon/core.py": "from .engine import commands\n",
+    }
+    for rel, text in planted.items():
+        f = tmp_path / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+        assert imports_of_commands(f, tmp_path), rel
+    fine = tmp_path / "engine" / "fine.py"
+    fine.write_text("from .commands_of_a_kind import x\nfrom . import options\nfrom .motion import commands\n")
+    assert imports_of_commands(fine, tmp_path) == []
+    assert imports_of_commands(REPO / "training" / "commands.py")  # the train command finds the sample motion
+
+
+# ../shared (the project's reference data) named as a path: "../shared", or "shared" as a
+# string of its own ("shared" / "reference", os.path.join(..., "shared", ...)).
+SHARED_PATH = re.compile(r"""\.\.[/\\]shared\b|(?<![\w$])(["'])shared\1""")
+
+
+def test_no_library_module_reaches_into_shared():
+    """Only the command line knows where the reference data lies (engine/commands/sample_data.py:
+    $SINEW_MOTION_DIR or ../shared beside a checkout); library code takes the paths it is given."""
+    named = [f"{f.relative_to(REPO)}:{n}: {line.strip()}" for f in library_modules()
+             for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1) if SHARED_PATH.search(line)]
+    assert named == []
+
+
+def test_the_shared_check_sees_a_path_to_shared():
+    hits = ['WALK = Path(__file__).resolve().parents[2] / "shared" / "reference" / "walk.bvh"',
+            "MOTION = os.path.join(ROOT, 'shared', 'reference')", 'clip = "../shared/reference/mass/motion/walk.bvh"',
+            "the token stands for ../shared/reference/mass/motion"]
+    misses = ["self.shared_best = None", '"${shared_motion}/walk.bvh"', "# a shared machine", '"shared_memory"']
+    assert all(SHARED_PATH.search(h) for h in hits)
+    assert not any(SHARED_PATH.search(m) for m in misses)
+    assert SHARED_PATH.search((COMMANDS / "sample_data.py").read_text())  # where the command line looks

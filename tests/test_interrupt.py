@@ -154,7 +154,7 @@ def test_train_stopped_by_ctrl_c_keeps_a_checkpoint_that_resumes(tmp_path):
 
 
 def test_a_ctrl_c_that_nothing_catches_is_one_line(monkeypatch, capsys):
-    from engine import cli
+    from engine.commands import main as cli
 
     def boom(args):
         raise KeyboardInterrupt
@@ -196,7 +196,7 @@ def test_a_take_write_that_fails_midway_leaves_the_previous_file(rig, tmp_path, 
 
 def test_text_plots_and_checkpoints_are_renamed_into_place(tmp_path, monkeypatch):
     from engine import atomic
-    from engine.plots import _pyplot, save
+    from engine.figures import pyplot, save
 
     p = atomic.write_text(tmp_path / "report.json", '{"ok": 1}')
     with pytest.raises(RuntimeError):
@@ -207,10 +207,10 @@ def test_text_plots_and_checkpoints_are_renamed_into_place(tmp_path, monkeypatch
     p.chmod(0o640)
     atomic.write_text(p, "{}")  # a replaced file keeps its mode
     assert p.read_text() == "{}" and p.stat().st_mode & 0o777 == 0o640
-    png = save(_pyplot().figure(), tmp_path / "plot.png")
+    png = save(pyplot().figure(), tmp_path / "plot.png")
     good = png.read_bytes()
     assert good.startswith(b"\x89PNG")
-    fig = _pyplot().figure()
+    fig = pyplot().figure()
     _fail_midway(monkeypatch, type(fig), "savefig", target_arg=1)
     with pytest.raises(OSError):
         save(fig, png)
@@ -223,7 +223,7 @@ def test_a_checkpoint_write_that_fails_midway_leaves_the_previous_checkpoint(tmp
     from training.config import load_config
     from training.trainer import Trainer, load_checkpoint
 
-    cfg = load_config("tiny")
+    cfg = load_config("tiny", WALK.parent)
     cfg.workers, cfg.eval_every = 0, 0
     tr = Trainer(cfg, tmp_path)
     ck = tr.save()

@@ -29,8 +29,8 @@ def _subparser(add):
 
 @pytest.fixture(scope="module")
 def parsers(addon):
-    from engine.bake_command import add_bake_parser
-    from engine.simulate_cli import add_simulate_parser
+    from engine.commands.bake import add_bake_parser
+    from engine.commands.simulate import add_simulate_parser
 
     return {SIMULATE: (SIMULATE, _subparser(add_simulate_parser)),
             "sinew bake": (BAKE, _subparser(add_bake_parser)),

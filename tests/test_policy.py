@@ -226,7 +226,7 @@ def test_numpy_policy_matches_torch(rig, walk, tmp_path):
     from training.torch_muscle import TorchMuscleSystem
     from training.trainer import policy_file_arrays
 
-    cfg = load_config("tiny")
+    cfg = load_config("tiny", WALK.parent)
     cfg.vae_hidden, cfg.policy_hidden, cfg.experts, cfg.latent_dim = [64, 64], [64, 64, 64], 3, 8
     cfg.action_scale = 1.5  # the file's action_scale reaches the numpy action as it does the torch one
     torch.manual_seed(0)

@@ -83,7 +83,7 @@ def _frames_and_ms(path) -> tuple[int, float]:
 def test_a_take_becomes_a_contact_sheet_and_a_gif(take_dir, tmp_path, capsys):
     from PIL import Image
 
-    from engine.cli import main
+    from engine.commands.main import main
 
     folder, take = take_dir
     assert main(["preview", str(folder), "--out", str(tmp_path / "sheet.png"), "--frames", "4"]) == 0
@@ -105,7 +105,7 @@ def test_a_long_take_shows_every_kth_frame_in_real_time(rig, take_dir, tmp_path,
 def test_bad_previews_are_refused_in_one_line(rig, take_dir, tmp_path, capsys):
     from matplotlib import animation
 
-    from engine.cli import main
+    from engine.commands.main import main
 
     folder, take = take_dir
     if not animation.writers.is_available("ffmpeg"):

@@ -140,7 +140,7 @@ def test_recovery_figures_on_a_known_error_curve():
 
 
 def test_cli_push_errors_are_one_line_and_the_report_says_how_it_recovered(tmp_path, capsys):
-    from engine.simulate_cli import add_simulate_parser
+    from engine.commands.simulate import add_simulate_parser
 
     ap = argparse.ArgumentParser(prog="sinew")
     add_simulate_parser(ap.add_subparsers(dest="command"))
@@ -166,7 +166,7 @@ def test_cli_push_errors_are_one_line_and_the_report_says_how_it_recovered(tmp_p
 
 
 def test_sinew_bake_passes_pushes_pace_and_keep_calibration_to_the_batch_script(tmp_path, monkeypatch):
-    from engine import bake_command
+    from engine.commands import bake
 
     seen = {}
 
@@ -178,9 +178,9 @@ def test_sinew_bake_passes_pushes_pace_and_keep_calibration_to_the_batch_script(
         def communicate(self):
             return '{"frames": 3, "action": "A", "out": "o.blend"}\n', ""
 
-    monkeypatch.setattr(bake_command.subprocess, "Popen", FakeBake)
+    monkeypatch.setattr(bake.subprocess, "Popen", FakeBake)
     ap = argparse.ArgumentParser()
-    bake_command.add_bake_parser(ap.add_subparsers(dest="command"))
+    bake.add_bake_parser(ap.add_subparsers(dest="command"))
     scene = tmp_path / "s.blend"
     scene.write_bytes(b"BLENDER")
     args = ap.parse_args(["bake", str(scene), "--armature", "A", "--clip", "walk.bvh:2", "--out", "o.blend",

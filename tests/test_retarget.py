@@ -1,4 +1,4 @@
-"""Retargeting source <-> model (engine.motion.retarget, presets, reference, commands)."""
+"""Retargeting source <-> model (engine.motion.retarget, presets, reference; engine.commands.retarget)."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +10,8 @@ import pytest
 from engine.errors import InputFileError, ParameterError, SinewError
 from engine.kinematics import HINGE, q_to_pose, rest_q
 from engine.motion import SourceMotion, SourceSkeleton, read_bvh, write_bvh
-from engine.motion.commands import add_preview_parser, add_retarget_parser
+from engine.commands.preview import add_preview_parser
+from engine.commands.retarget import add_retarget_parser
 from engine.motion.presets import guess_mapping, match_preset, resolve_mapping
 from engine.motion.reference import foot_tracks, load_reference
 from engine.motion.retarget import Retargeter, retarget, retarget_back

@@ -35,21 +35,25 @@ import pytest
 
 from engine.errors import ParameterError
 
+from .conftest import MOTION_DIR
+
+CLIPS = dict(run_clip=str(MOTION_DIR / "run.bvh"), walk_clip=str(MOTION_DIR / "walk.bvh"))
+
 
 def test_setup_is_checked(rig):
     from engine.experiments.run_walk import RunWalkSetup
 
     with pytest.raises(ParameterError, match="run"):
-        RunWalkSetup(run=0).validate()
+        RunWalkSetup(**CLIPS, run=0).validate()
     with pytest.raises(ParameterError, match="fatigue_scale"):
-        RunWalkSetup(fatigue_scale=float("nan")).validate()
+        RunWalkSetup(**CLIPS, fatigue_scale=float("nan")).validate()
 
 
 @pytest.fixture(scope="module")
 def run_walk(rig):
     from engine.experiments.run_walk import RunWalkSetup, run_run_walk
 
-    return run_run_walk(rig, RunWalkSetup(run=60.0, walk=20.0, rerun=5.0))
+    return run_run_walk(rig, RunWalkSetup(**CLIPS, run=60.0, walk=20.0, rerun=5.0))
 
 
 def test_running_tires_the_legs(run_walk):

@@ -128,8 +128,8 @@ def test_stand_controller_only_for_a_still_reference_without_the_residual(rig, t
     take = _take(rig, tmp_path, held, 0.5, residual=0.0)
     s = take.meta["stand"]
     assert s["mode"] == "stand" and s["activation_max"] < 0.6 and s["balance_left"] < 0.5
-    from engine.simulate_cli import report_lines
-    from engine.take_report import glance_lines
+    from engine.commands.simulate import report_lines
+    from engine.commands.take_report import glance_lines
 
     assert s["closed_loop_radius"] <= 1.0 + 1e-4  # the controller's own design: nothing grows
     assert any(line.startswith("stand       stand controller") for line in report_lines(take, []))

@@ -139,7 +139,7 @@ def test_a_take_holds_blas_to_one_thread_and_gives_it_back(rig):
 
 
 def _parser():
-    from engine.simulate_cli import add_simulate_parser
+    from engine.commands.simulate import add_simulate_parser
 
     ap = argparse.ArgumentParser(prog="sinew")
     sub = ap.add_subparsers(dest="command")

@@ -69,7 +69,7 @@ def test_torch_muscle_step_matches_numpy(rig, walk):
 def _tiny(**changes):
     from training.config import load_config
 
-    cfg = load_config("tiny")
+    cfg = load_config("tiny", WALK.parent)
     cfg.task = None
     for k, v in changes.items():
         setattr(cfg, k, v)
@@ -147,7 +147,27 @@ def test_config_refuses_unknown_keys(tmp_path):
     p = tmp_path / "c.toml"
     p.write_text('clips = ["${shared_motion}/walk.bvh"]\nlearning_rate = 3\n')
     with pytest.raises(InputFileError, match="learning_rate"):
+        load_config(p, WALK.parent)
+
+
+def test_config_finds_the_motion_folder_only_where_given(tmp_path):
+    """${shared_motion} stands for the folder load_config is handed (a path, or a function
+    called only when a clip names the token); training itself knows no such folder."""
+    from engine.errors import InputFileError
+    from training.config import load_config
+
+    p = tmp_path / "c.toml"
+    p.write_text('clips = ["${shared_motion}/walk.bvh"]\n')
+    with pytest.raises(InputFileError, match=r"\$\{shared_motion\}"):
         load_config(p)
+    assert load_config(p, WALK.parent).clips == [str(WALK)]
+    assert load_config(p, lambda: WALK.parent).clips == [str(WALK)]
+    p.write_text(f'clips = ["{WALK}"]\n')
+
+    def nowhere():
+        raise AssertionError("not asked for")
+
+    assert load_config(p, nowhere).clips == [str(WALK)]
 
 
 @pytest.mark.parametrize("line, key", [("eval_early_s = 0", "eval_early_s"), ("max_seconds = -1", "max_seconds"),
@@ -159,7 +179,7 @@ def test_config_refuses_bad_evaluation_settings(tmp_path, line, key):
     p = tmp_path / "c.toml"
     p.write_text(f'clips = ["${{shared_motion}}/walk.bvh"]\n{line}\n')
     with pytest.raises(ParameterError, match=key):
-        load_config(p)
+        load_config(p, WALK.parent)
 
 
 def test_tiny_train_export_simulate(tmp_path, rig):

@@ -36,7 +36,7 @@ def reference() -> str:
     """CLI.md's text."""
     os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal: the same width everywhere
     sys.path.insert(0, str(ROOT))
-    from engine.cli import build_parser
+    from engine.commands.main import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -1,7 +1,8 @@
 """`sinew train` and `sinew export-policy` (CLI.md). The only commands that import torch,
 and only inside the command functions, so `sinew --help` and the other commands stay light.
 
-engine/cli.py wires them in:  add_train_parser(sub); add_export_parser(sub)
+`sinew` (engine/commands/main.py) finds them through the entry points "sinew.commands"
+(pyproject.toml): add_train_parser(sub); add_export_parser(sub)
 """
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ EPILOG_TRAIN = """examples:
   sinew train --config walk --out runs/walk_dagger           # DAgger from the balanced tracker (~1 h)
 
 --config takes a TOML path or a name from training/configs (tiny, walk_cpu, paper, heading,
-stand, walk). A config with a [dagger] table teaches the policy from an expert controller
-instead (training/dagger.py: the stand controller holding the clip's CLIP@SECONDS pose, or
-with expert = "balance" the tracking controller steered by the balance planner, walking the
-clip with no residual); --iterations then counts DAgger rounds (in all, also on --resume).
+stand, walk); in its clip paths ${shared_motion} is the reference motion folder:
+$SINEW_MOTION_DIR, or else ../shared/reference/mass/motion beside a source checkout.
+A config with a [dagger] table teaches the policy from an expert controller instead
+(training/dagger.py: the stand controller holding the clip's CLIP@SECONDS pose, or with
+expert = "balance" the tracking controller steered by the balance planner, walking the clip
+with no residual); --iterations then counts DAgger rounds (in all, also on --resume).
 The run folder gets checkpoint.pt, log.csv, learning_curve.png and config.json (a DAgger run
 also labels.npz: every expert label, kept for --resume).
 Ctrl-C (or SIGTERM) stops after the iteration under way and saves the checkpoint, which
@@ -87,6 +90,7 @@ def _train(args, stop) -> int:
     from pathlib import Path
 
     from engine.atomic import check_out_dir
+    from engine.commands.sample_data import motion_dir
     from engine.errors import ParameterError
 
     from .config import load_config
@@ -95,7 +99,7 @@ def _train(args, stop) -> int:
         raise ParameterError("iterations", f"must be >= 0, got {args.iterations}")
     if args.workers is not None and args.workers < 0:
         raise ParameterError("workers", f"must be >= 0, got {args.workers}")
-    cfg = load_config(args.config) if args.config else None
+    cfg = load_config(args.config, motion_dir) if args.config else None  # ${shared_motion}: found on use
     if not args.resume and cfg is None:
         raise ParameterError("config", "give --config (or --resume with --out)")
     if args.resume and not (args.out and Path(args.out).is_dir()):  # before check_out_dir creates it

@@ -8,7 +8,7 @@ from pathlib import Path
 from engine.errors import InputFileError, ParameterError
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-SHARED_MOTION = Path(__file__).resolve().parents[2] / "shared" / "reference" / "mass" / "motion"
+MOTION_TOKEN = "${shared_motion}"  # a clip path's stand-in for the reference motion folder (load_config)
 
 
 @dataclass
@@ -77,7 +77,7 @@ class TrainConfig:
     name: str = "run"
     seed: int = 0
     rig: str = "human284"
-    clips: list = field(default_factory=lambda: [str(SHARED_MOTION / "walk.bvh")])
+    clips: list = field(default_factory=list)
     backend: str = "mujoco"
     fatigue_scale: float = 1.0
     # the muscles' f0 x this (Rig.with_strength); the policy file records it and runs at it.
@@ -241,9 +241,11 @@ def _build(cls, table: dict, where: str):
     return cls(**table)
 
 
-def load_config(path) -> TrainConfig:
+def load_config(path, motion_dir=None) -> TrainConfig:
     """Read a TOML config; clip paths are relative to the config file's folder (or absolute);
-    the token ${shared_motion} stands for ../shared/reference/mass/motion."""
+    the token ${shared_motion} stands for `motion_dir`, the reference motion folder (a path,
+    or a function that finds it, called only when a clip names the token; `sinew train`
+    passes engine/commands/sample_data.py's)."""
     p = Path(path)
     if not p.is_file():
         alt = CONFIG_DIR / f"{path}.toml"
@@ -256,7 +258,7 @@ def load_config(path) -> TrainConfig:
     except tomllib.TOMLDecodeError as e:
         raise InputFileError(p, f"not valid TOML ({e})") from None
     if "base" in table:  # inherit from another config in the same folder
-        base = load_config(p.parent / table.pop("base")).to_dict()
+        base = load_config(p.parent / table.pop("base"), motion_dir).to_dict()
         for section in ("task", "dagger"):  # a table inherits key by key
             inherited = base.pop(section, None)
             if inherited:
@@ -266,7 +268,13 @@ def load_config(path) -> TrainConfig:
     dagger = table.pop("dagger", None)
     clips = []
     for c in table.get("clips", []):
-        c = str(c).replace("${shared_motion}", str(SHARED_MOTION))
+        c = str(c)
+        if MOTION_TOKEN in c:
+            if motion_dir is None:
+                raise InputFileError(p, f"clip {c!r} names {MOTION_TOKEN}, but no reference motion folder was "
+                                        "given (load_config's motion_dir; `sinew train` finds it)")
+            folder = motion_dir() if callable(motion_dir) else motion_dir
+            c = c.replace(MOTION_TOKEN, str(folder))
         cp = Path(c)
         clips.append(str(cp if cp.is_absolute() else (p.parent / cp).resolve()))
     if "clips" in table:

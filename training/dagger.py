@@ -669,7 +669,7 @@ def plot_log(log_path, out_path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from engine.plots import save
+    from engine.figures import save
 
     with open(log_path, newline="") as f:
         rows = list(csv.DictReader(f))

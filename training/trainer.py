@@ -20,9 +20,9 @@ from engine import fatigue as fat
 from engine.control import policy as P
 from engine.atomic import atomic_open, atomic_path, write_text
 from engine.errors import InputFileError, SinewError
+from engine.figures import save
 from engine.interrupt import StopFlag, children_ignore_sigint
 from engine.muscle_step import PDGains
-from engine.plots import save
 from engine.progress import Progress
 from engine.rig import load_rig
 

@@ -9,7 +9,6 @@ should shrink after the walk.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -18,12 +17,13 @@ from ..errors import ParameterError
 from ..gait import knee_flexion_deg
 from ..rig import GROUPS, Rig
 
-MOTION = Path(__file__).resolve().parents[3] / "shared" / "reference" / "mass" / "motion"
 WINDOW_S = 5.0  # seconds averaged for "early" / "late" metrics
 
 
 @dataclass(frozen=True)
 class RunWalkSetup:
+    run_clip: str                  # the run and the walk, e.g. MASS's run.bvh and walk.bvh
+    walk_clip: str
     run: float = 60.0
     walk: float = 20.0
     rerun: float = 0.0
@@ -31,8 +31,6 @@ class RunWalkSetup:
     residual: float = 1.0
     backend: str = "mujoco"
     fps: int = 30
-    run_clip: str = str(MOTION / "run.bvh")
-    walk_clip: str = str(MOTION / "walk.bvh")
 
     def validate(self) -> "RunWalkSetup":
         for name in ("run", "walk", "rerun", "fatigue_scale", "residual"):

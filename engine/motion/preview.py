@@ -7,21 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..plots import save
+from ..figures import pyplot, save
 
 # Muscle colours per body-part group (rig.GROUPS order: trunk, right leg, left leg, right arm,
 # left arm): right side warm, left side cool, trunk neutral.
 GROUP_COLOURS = ["#8c6d5a", "#d1495b", "#3d7ab8", "#e07a3f", "#4aa3a2"]
 BONE_COLOUR = "#1b1b1f"
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _stage(ax, half_w: float, height: float) -> None:
@@ -47,7 +38,7 @@ def contact_sheet(ref, rig, out, frames: int = 8, muscles: bool = True, dpi: int
     from ..kinematics import MusclePaths
     from .retarget import model_bodies
 
-    plt = _pyplot()
+    plt = pyplot()
     F = ref.num_frames
     idx = np.unique(np.linspace(0, F - 1, max(1, min(frames, F))).round().astype(int))
     n = len(idx)
@@ -204,7 +195,7 @@ class _Panel:
         self.bones = LineCollection([], colors=BONE_COLOUR, linewidths=1.6, zorder=3, capstyle="round")
         for c in (self.ghost, self.muscles, self.bones):
             ax.add_collection(c)
-        self.cmap = _pyplot().get_cmap(ACTIVATION_CMAP)
+        self.cmap = pyplot().get_cmap(ACTIVATION_CMAP)
         ax.set_ylabel(view, fontsize=9, color="#333333")
 
     def draw(self, f: int) -> None:
@@ -243,7 +234,7 @@ def _colorbar(fig, rect) -> None:
     cax = fig.add_axes(rect)
     norm = mpl.colors.Normalize(0.0, 1.0)
     cmap = mpl.colors.LinearSegmentedColormap.from_list(
-        "act", _pyplot().get_cmap(ACTIVATION_CMAP)(np.linspace(0.15, 1.0, 64)))
+        "act", pyplot().get_cmap(ACTIVATION_CMAP)(np.linspace(0.15, 1.0, 64)))
     cb = fig.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap=cmap), cax=cax, orientation="horizontal")
     cb.set_label("activation", fontsize=7)
     cb.ax.tick_params(labelsize=6)
@@ -253,7 +244,7 @@ def take_sheet(take, rig, out, frames: int = 8, dpi: int = 110) -> Path:
     """A PNG of a take: `frames` evenly spaced recorded frames from the side (top row) and the
     front, the simulated body's bones and muscles coloured by activation, the reference's
     bones as a grey ghost; each panel follows the simulated pelvis."""
-    plt = _pyplot()
+    plt = pyplot()
     figs = TakeFigures(take, rig)
     N = take.num_frames
     idx = np.unique(np.linspace(0, N - 1, max(1, min(frames, N))).round().astype(int))
@@ -292,7 +283,7 @@ def take_video(take, rig, out, dpi: int = 90, progress=None) -> tuple[Path, int]
         if not animation.writers.is_available("ffmpeg"):
             raise ParameterError("--out", f"{out}: writing .mp4 needs ffmpeg on the PATH, and there is none "
                                  "here; write a .gif instead (no ffmpeg needed)")
-    plt = _pyplot()
+    plt = pyplot()
     figs = TakeFigures(take, rig)
     N = take.num_frames
     k = max(1, -(-N // MAX_VIDEO_FRAMES))

@@ -379,7 +379,7 @@ def test_batch_script(sinew, fresh, tmp_path):
 
 
 def test_sinew_bake_command(sinew, fresh, tmp_path):
-    """`sinew bake` (engine.bake_command) wraps the batch script and passes its JSON through."""
+    """`sinew bake` (engine.commands.bake) wraps the batch script and passes its JSON through."""
     import importlib.util
 
     # the command's own module and the standard-library-only helpers it imports relatively
@@ -391,7 +391,7 @@ def test_sinew_bake_command(sinew, fresh, tmp_path):
     sys.modules[pkg] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sys.modules[pkg])
     try:
-        _bake_command_checks(importlib.import_module(f"{pkg}.bake_command").add_bake_parser, sinew, tmp_path)
+        _bake_command_checks(importlib.import_module(f"{pkg}.commands.bake").add_bake_parser, sinew, tmp_path)
     finally:  # leave nothing of the source tree loaded (test_runtime checks the process)
         for name in [m for m in sys.modules if m == pkg or m.startswith(pkg + ".")]:
             del sys.modules[name]

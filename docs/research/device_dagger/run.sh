@@ -27,10 +27,10 @@ mkdir -p ../shared/reference/mass/motion && cp .walk/walk.bvh ../shared/referenc
 nproc; python3 -c "import sys, numpy, torch, mujoco, daqp; print(sys.version, numpy.__version__, torch.__version__, mujoco.__version__)"
 echo "setup $(( $(date +%s) - t0 )) s"
 RUN=/tmp/run
-timeout ${TRAIN_LIMIT:-525} python3 -m engine.cli train --config docs/research/device_dagger/walk_16core.toml --out $RUN 2>&1 | tee $OUT/train.txt
+timeout ${TRAIN_LIMIT:-525} python3 -m engine train --config docs/research/device_dagger/walk_16core.toml --out $RUN 2>&1 | tee $OUT/train.txt
 echo "train rc ${PIPESTATUS[0]} at $(( $(date +%s) - t0 )) s"
 cp $RUN/log.csv $OUT/ 2>/dev/null; cp $RUN/*.png $OUT/ 2>/dev/null
 python3 docs/research/device_dagger/pack_labels.py $RUN $OUT
-python3 -m engine.cli export-policy $RUN --out $OUT/walk16.npz 2>&1 | tail -3
+python3 -m engine export-policy $RUN --out $OUT/walk16.npz 2>&1 | tail -3
 timeout 25 python3 docs/research/device_dagger/fit_speed.py docs/research/device_dagger/walk_16core.toml 2>&1 | tee $OUT/fit_speed.txt
 ls -la $RUN $OUT; echo "done $(( $(date +%s) - t0 )) s"

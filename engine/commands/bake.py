@@ -16,12 +16,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .atomic import check_out_file
-from .errors import SinewError
-from .interrupt import forward_signals
-from .options import BAKE, add_arguments, command_line
+from ..atomic import check_out_file
+from ..errors import SinewError
+from ..interrupt import forward_signals
+from ..options import BAKE, add_arguments, command_line
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sinew_bake.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "sinew_bake.py"
 
 
 def cmd_bake(args, extra: list[str] | None = None) -> int:
@@ -34,7 +34,7 @@ def cmd_bake(args, extra: list[str] | None = None) -> int:
         return 2
     try:
         check_out_file(args.out, suffixes=(".blend",), inputs=[scene])  # the user's scene is never rewritten
-        from .take import check_policy_given
+        from ..take import check_policy_given
 
         check_policy_given(args.controller, args.policy)  # before Blender starts, as the batch script would
     except SinewError as e:

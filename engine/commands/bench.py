@@ -16,13 +16,13 @@ import time
 
 import numpy as np
 
-from .progress import Progress
+from ..progress import Progress
 
 
 def _poses(rig, n: int):
     """n body states along a smooth limb swing (FK of sinusoidal joint rotations)."""
-    from . import kinematics as kin
-    from .transforms import axis_angle_to_matrix
+    from .. import kinematics as kin
+    from ..transforms import axis_angle_to_matrix
 
     rng = np.random.default_rng(0)
     amp = rng.normal(scale=0.3, size=(rig.num_bodies, 3))
@@ -58,11 +58,11 @@ def interleaved(steppers: dict, n: int) -> dict:
 
 def run_bench(seconds: float = 2.0, rig_name: str = "human284", backends=("mujoco", "ode")):
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from . import compiled
-    from . import fatigue as fat
-    from . import muscle as hill
-    from .muscle_step import MuscleSystem
-    from .rig import load_rig
+    from .. import compiled
+    from .. import fatigue as fat
+    from .. import muscle as hill
+    from ..muscle_step import MuscleSystem
+    from ..rig import load_rig
 
     rig = load_rig(rig_name)
     ms = MuscleSystem(rig, compiled=False)
@@ -162,8 +162,8 @@ def bench_backends(rig, n: int, backends) -> dict:
     simulation loop, per backend, from the same standing start with the T-pose hold; each
     before (numpy muscles; for MuJoCo the model without its lean settings) and now,
     interleaved."""
-    from .physics import make_backend
-    from .simulation import Simulation
+    from ..physics import make_backend
+    from ..simulation import Simulation
 
     out = {}
     hold = np.zeros(rig.num_muscles)

@@ -8,23 +8,27 @@ import os
 import time
 from pathlib import Path
 
+from .sample_data import motion_clip
 
-WALK = Path(__file__).resolve().parents[2] / "shared" / "reference" / "mass" / "motion" / "walk.bvh"
+
+def _walk() -> Path:
+    """The bundled walk the benches time (engine/commands/sample_data.py finds it)."""
+    return motion_clip("walk.bvh")
 
 
 def bench_tracking(seconds: float = 2.0, rig_name: str = "human284", clip: str | None = None,
                    backend: str = "mujoco"):
     """Returns (summary dict, lines)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from . import compiled
-    from . import fatigue as fat
-    from .physics import make_backend
-    from .rig import load_rig
-    from .take import simulate
+    from .. import compiled
+    from .. import fatigue as fat
+    from ..physics import make_backend
+    from ..rig import load_rig
+    from ..take import simulate
 
     rig = load_rig(rig_name)
     muscle_path = "compiled" if compiled.library() is not None else "numpy"
-    clip = clip or str(WALK)
+    clip = clip or str(_walk())
     take = simulate(rig, [(clip, float(seconds))], fatigue=fat.FatigueParams(scale=0.0), backend=backend,
                     label="bench tracking")
     t = take.meta["timing"]
@@ -78,13 +82,13 @@ def bench_stand(seconds: float = 2.0, rig_name: str = "human284", clip: str | No
     without the residual: its set-up (balanced pose, linearisation, LQR) and its steps.
     Returns (summary dict, lines)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from . import fatigue as fat
-    from .control.tracking import TrackingParams
-    from .rig import load_rig
-    from .take import simulate
+    from .. import fatigue as fat
+    from ..control.tracking import TrackingParams
+    from ..rig import load_rig
+    from ..take import simulate
 
     rig = load_rig(rig_name)
-    clip = clip or f"{WALK}@0.25"
+    clip = clip or f"{_walk()}@0.25"
     t0 = time.perf_counter()
     take = simulate(rig, [(clip, float(seconds))], params=TrackingParams(residual=0.0),
                     fatigue=fat.FatigueParams(scale=0.0), label="bench stand")
@@ -104,15 +108,15 @@ def bench_balance(seconds: float = 1.0, rig_name: str = "human284", workers: int
     factor, in this process (workers 0: one core) or with worker processes (wall time).
     Returns (summary dict, lines)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from . import fatigue as fat
-    from .control.balance import BalanceParams
-    from .control.tracking import TrackingParams
-    from .rig import load_rig
-    from .take import simulate
+    from .. import fatigue as fat
+    from ..control.balance import BalanceParams
+    from ..control.tracking import TrackingParams
+    from ..rig import load_rig
+    from ..take import simulate
 
     rig = load_rig(rig_name)
     t0 = time.perf_counter()
-    take = simulate(rig, [(str(WALK), float(seconds))], fatigue=fat.FatigueParams(scale=0.0), label="bench balance",
+    take = simulate(rig, [(str(_walk()), float(seconds))], fatigue=fat.FatigueParams(scale=0.0), label="bench balance",
                     params=TrackingParams(residual=0.0, balance=BalanceParams(workers=int(workers))))
     controller_us, total_us, setup_s, rtf = _per_step(take, time.perf_counter() - t0)
     b, t = take.meta["balance"], take.meta["timing"]
@@ -142,16 +146,17 @@ def bench_policy(policy, seconds: float = 2.0, rig_name: str = "human284"):
     the clip it was trained on (its file's training clips, looked up beside the bundled walk;
     else the walk): the policy's evaluation and the whole loop per step. Returns (summary, lines)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from . import fatigue as fat
-    from .control.plan import split_hold
-    from .control.policy import load_policy
-    from .rig import load_rig
-    from .take import simulate
+    from .. import fatigue as fat
+    from ..control.plan import split_hold
+    from ..control.policy import load_policy
+    from ..rig import load_rig
+    from ..take import simulate
 
     rig = load_rig(rig_name)
     pf = load_policy(policy, rig)
-    trained_on = [WALK.parent / c for c in (pf.meta.get("training") or {}).get("clips", [])]
-    clip = str(trained_on[0]) if trained_on and split_hold(trained_on[0])[0].is_file() else str(WALK)
+    walk = _walk()
+    trained_on = [walk.parent / c for c in (pf.meta.get("training") or {}).get("clips", [])]
+    clip = str(trained_on[0]) if trained_on and split_hold(trained_on[0])[0].is_file() else str(walk)
     t0 = time.perf_counter()
     take = simulate(rig, [(clip, float(seconds))], controller="policy", policy=pf,
                     fatigue=fat.FatigueParams(scale=0.0), label="bench policy")

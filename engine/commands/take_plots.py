@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .plots import _pyplot, save
-from .rig import GROUPS
-from .take import is_partial
+from ..figures import pyplot, save
+from ..rig import GROUPS
+from ..take import is_partial
 
 _COLOURS = {"trunk": "#7f7f7f", "right_leg": "#d62728", "left_leg": "#ff9896", "right_arm": "#1f77b4",
             "left_arm": "#aec7e8"}
@@ -46,7 +46,7 @@ def _finish(axes, take) -> None:
 
 def activation_heatmap(path, take, rig) -> Path:
     """Activation of every muscle over time, muscles sorted by group (rows), white to red."""
-    plt = _pyplot()
+    plt = pyplot()
     order = np.argsort(rig.muscle_group, kind="stable")
     A = take.activation[:, order].T.astype(float)
     t = take.times
@@ -69,7 +69,7 @@ def activation_heatmap(path, take, rig) -> Path:
 
 def fatigue_by_group(path, take, rig) -> Path:
     """f0-weighted mean M_F and M_A per muscle group over time."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(2, 1, figsize=(8, 5.5), dpi=110, sharex=True)
     _by_group(axes[0], take.times, take.group_mean("MF", rig), 1.6, "fatigue $M_F$\n(f0-weighted mean)")
     _by_group(axes[1], take.times, take.group_mean("MA", rig), 1.0, "activation $M_A$\n(f0-weighted mean)")
@@ -83,9 +83,9 @@ def gait_plot(path, take, rig) -> Path:
     """Tiredness as a gait (engine.gait): speed, cadence and stride against their early
     values, knee flexion range, trunk lean and root height, over sliding 2 s windows, above
     M_F by muscle group."""
-    from .gait import EARLY_S, gait_series
+    from ..gait import EARLY_S, gait_series
 
-    plt = _pyplot()
+    plt = pyplot()
     centres, g = gait_series(take, rig)
     fig, axes = plt.subplots(3, 1, figsize=(8, 7.5), dpi=110, sharex=True)
     early = centres <= take.times[0] + EARLY_S

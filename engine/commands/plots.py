@@ -1,39 +1,17 @@
-"""Figures the command line writes (matplotlib, imported only here)."""
+"""The figures of `sinew fatigue-curve` and `sinew arm-hold` (drawn through engine.figures)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
 
-from .atomic import atomic_path
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def save(fig, path, layout: bool = True, **kwargs) -> Path:
-    """Lay out, write (atomically, engine.atomic) and close a figure; creates the folder."""
-    if layout:
-        fig.tight_layout()
-    path = Path(path)
-    try:
-        with atomic_path(path) as tmp:  # the temporary name keeps the suffix savefig goes by
-            fig.savefig(tmp, **kwargs)
-    finally:
-        _pyplot().close(fig)
-    return path
+from ..figures import pyplot, save
 
 
 def fatigue_curve(path: Path, t: np.ndarray, load: np.ndarray, MA: np.ndarray, MR: np.ndarray,
                   MF: np.ndarray, title: str, endurance_s: float | None = None) -> Path:
     """3CC-r compartments under a target load, in the style of MuscleVAE Fig. 15."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 3.6), dpi=120)
     ax.plot(t, load, color="0.55", lw=1.2, ls="--", label="target load u")
     ax.plot(t, MA, color="#d62728", lw=2, label="$M_A$ (activated)")
@@ -55,7 +33,7 @@ def fatigue_curve(path: Path, t: np.ndarray, load: np.ndarray, MA: np.ndarray, M
 
 def arm_hold(path: Path, series: dict, setup: dict, title: str) -> Path:
     """Arm elevation, activation and fatigue of the arm muscle sets over time (MuscleVAE Fig. 10)."""
-    plt = _pyplot()
+    plt = pyplot()
     t = np.asarray(series["time_s"])
     fig, axes = plt.subplots(3, 1, figsize=(8, 7.5), dpi=120, sharex=True)
     rest0, rest1 = setup["hold"], setup["hold"] + setup["rest"]

@@ -1,6 +1,6 @@
 """`sinew simulate`: a take from clips, with its report and plots (CLI.md).
 
-engine/cli.py wires it in with `add_simulate_parser(subparsers)`.
+engine/commands/main.py wires it in with `add_simulate_parser(subparsers)`.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from . import take_report
-from .options import DEFAULT_FPS, SIMULATE, add_arguments
+from ..options import DEFAULT_FPS, SIMULATE, add_arguments
 
 EPILOG = """examples:
   sinew simulate --clip walk.bvh:60 --fatigue-scale 50 --out tired_walk/
@@ -92,26 +92,26 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def parse_clips(items) -> list[tuple[str, float | None]]:
-    from .control.plan import parse_clip_arg
+    from ..control.plan import parse_clip_arg
 
     return [parse_clip_arg(s) for s in items]
 
 
 def cmd_simulate(args) -> int:
-    from .interrupt import stop_on_signals
+    from ..interrupt import stop_on_signals
 
     with stop_on_signals() as stop:  # Ctrl-C / SIGTERM: stop at the next step, keep the take
         return _simulate(args, stop)
 
 
 def _simulate(args, stop) -> int:
-    from . import fatigue as fat
-    from .atomic import check_out_dir
-    from .control.plan import split_hold
-    from .errors import InputFileError, ParameterError
-    from .control.goals import check_policy_options, goals_from_specs
-    from .push import check_pushes, parse_push
-    from .take import check_balance, check_clips, check_fps, check_pace, check_policy_given
+    from .. import fatigue as fat
+    from ..atomic import check_out_dir
+    from ..control.plan import split_hold
+    from ..errors import InputFileError, ParameterError
+    from ..control.goals import check_policy_options, goals_from_specs
+    from ..push import check_pushes, parse_push
+    from ..take import check_balance, check_clips, check_fps, check_pace, check_policy_given
 
     # everything checked before any work, one line each
     pushes = [parse_push(spec) for spec in args.push]
@@ -126,7 +126,7 @@ def _simulate(args, stop) -> int:
         clips.append((path, seconds))
     fps = check_fps(DEFAULT_FPS if args.fps is None else args.fps)
     fatigue = fat.FatigueParams(F=args.F, R=args.R, r=args.r, scale=args.fatigue_scale).validate(1 / 120)
-    from .control.balance import default_workers
+    from ..control.balance import default_workers
 
     workers = default_workers() if args.workers is None else int(args.workers)
     balance, residual = check_balance(args.controller, args.balance, args.residual, workers, args.backend)
@@ -138,9 +138,9 @@ def _simulate(args, stop) -> int:
     if args.controller == "policy":
         if not Path(args.policy).is_file():
             raise InputFileError(args.policy, "policy file not found")
-    from .control import TrackingParams
-    from .control.plan import load_clip
-    from .rig import load_rig
+    from ..control import TrackingParams
+    from ..control.plan import load_clip
+    from ..rig import load_rig
 
     rig = load_rig(args.rig)
     pushes = check_pushes(pushes, rig)  # a known body (the window is checked once the clips are read)
@@ -150,11 +150,11 @@ def _simulate(args, stop) -> int:
         ref, _ = load_clip(rig, path, keep_calibration=args.keep_calibration)
         loaded.append((ref, path, ref.seconds if seconds is None else seconds))
     check_clips([(r, s) for r, _, s in loaded])
-    from .take import simulate
+    from ..take import simulate
 
     policy = None
     if args.controller == "policy":
-        from .control.policy import load_policy
+        from ..control.policy import load_policy
 
         policy = load_policy(args.policy, rig)  # refuses another rig, version or a broken file
     take = simulate(rig, [(r, s) for r, _, s in loaded], controller=args.controller, fatigue=fatigue, strength=args.strength,
@@ -172,7 +172,7 @@ def _simulate(args, stop) -> int:
     else:
         print("\n".join(lines))
     if stop.requested:
-        from .interrupt import take_stopped_line
+        from ..interrupt import take_stopped_line
 
         kept = f"in {out}: " + ", ".join(Path(f).name for f in files)
         print(take_stopped_line("simulate", stop, take.meta, "writing", take.num_frames, kept), file=sys.stderr)
@@ -181,7 +181,7 @@ def _simulate(args, stop) -> int:
 
 
 def write_outputs(take, rig, out: Path, plots: bool = True) -> list[Path]:
-    from .atomic import write_text
+    from ..atomic import write_text
 
     out.mkdir(parents=True, exist_ok=True)
     files = [take.save(out / "take.npz")]
@@ -201,8 +201,8 @@ def write_outputs(take, rig, out: Path, plots: bool = True) -> list[Path]:
 
 
 def report_lines(take, files) -> list[str]:
-    from .fall import describe as describe_fall
-    from .take import is_partial
+    from ..fall import describe as describe_fall
+    from ..take import is_partial
 
     s = take.meta["summary"]
     played = take_report.pace(take)
@@ -230,7 +230,7 @@ def report_lines(take, files) -> list[str]:
 def effort_lines(take) -> list[str]:
     """The opening effort per muscle group against what 3CC-r holds indefinitely, and when
     the groups above it run out (engine.take.effort). Empty for takes saved before 2026-11."""
-    from .take import EFFORT_WINDOW_S
+    from ..take import EFFORT_WINDOW_S
 
     s = take.meta["summary"]
     if "effort_by_group" not in s:
@@ -249,7 +249,7 @@ def effort_lines(take) -> list[str]:
 def demand_lines(take) -> list[str]:
     """One line per clip of what it asks of the body (engine.control.demands), flagged when
     it is beyond what the muscles and the ground can do."""
-    from .control.demands import demanding, figures
+    from ..control.demands import demanding, figures
 
     out = []
     for d in take.meta.get("demands", []):
@@ -262,7 +262,7 @@ def demand_lines(take) -> list[str]:
 
 def report_markdown(take, files) -> str:
     s, m = take.meta["summary"], take.meta
-    from .take import is_partial
+    from ..take import is_partial
 
     lines = ["# Sinew take", ""]
     if is_partial(m):
@@ -280,7 +280,7 @@ def report_markdown(take, files) -> str:
     for g, v in s["MF_final_by_group"].items():
         lines.append(f"| M_F final, {g} | {v:.4f} |")
     if "effort_by_group" in s:
-        from .take import EFFORT_WINDOW_S
+        from ..take import EFFORT_WINDOW_S
 
         lines += ["", f"Effort: each group's f0-weighted mean activation over the first {EFFORT_WINDOW_S:g} s. "
                   f"3CC-r holds a constant load of R / (F + R) = {s['endurance_limit']:.3f} of a muscle's strength "

@@ -10,16 +10,16 @@ from pathlib import Path
 def extra_lines(take) -> list[str]:
     """Calibration poses skipped or kept (engine.motion.calibration), how the character
     came through each push (engine.push), and the gait early against late (engine.gait)."""
-    from .motion.calibration import describe as calibration
-    from .push import describe as push
+    from ..motion.calibration import describe as calibration
+    from ..push import describe as push
 
     out = [f"stand       {stand(take.meta['stand'])}"] if take.meta.get("stand") else []
     out += [f"balance     {balance(take.meta['balance'])}"] if take.meta.get("balance") else []
     out += [f"calibration {Path(c['source']).name}: {calibration(c['calibration'])}"
             for c in take.meta["clips"] if c.get("calibration")]
     out += [f"loop        {Path(n).name}: {note}" for n, note in loop_notes(take)]
-    from .motion.checks import summary_lines as check_lines
-    from .motion.cleanup import describe as repaired
+    from ..motion.checks import summary_lines as check_lines
+    from ..motion.cleanup import describe as repaired
 
     out += [f"repaired    {Path(c['source']).name}: {repaired(c['repaired'])}" for c in take.meta["clips"]
             if c.get("repaired")]
@@ -28,7 +28,7 @@ def extra_lines(take) -> list[str]:
     out += [f"push        {push(r)}" for r in take.meta["summary"].get("pushes", [])]
     out += policy_lines(take)
     if take.meta["summary"].get("gait") and not take.meta.get("stand"):  # a held pose has no gait
-        from .gait import describe as gait
+        from ..gait import describe as gait
 
         out.append(f"gait        {gait(take.meta['summary']['gait'])}")
     return out
@@ -48,7 +48,7 @@ def loop_notes(take) -> list[tuple[str, str]]:
 
 def policy_lines(take) -> list[str]:
     """A policy take's mode and noise, and how it met each heading goal (engine.control.goals)."""
-    from .control.goals import describe
+    from ..control.goals import describe
 
     pm = take.meta.get("policy")
     if not pm:
@@ -94,7 +94,7 @@ def pace(take) -> str | None:
 def glance_lines(take) -> list[str]:
     """report.md's opening: did it fall (when), and did an invisible hand help (how much)."""
     s, m = take.meta["summary"], take.meta
-    from .fall import describe
+    from ..fall import describe
 
     fell = (f"**yes, {describe(s['fall'])}**" if s.get("fall") else  # takes before 2026-11-27: no diagnosis
             f"**yes, at {s['stopped_at_s']:.2f} s**" if s["fell"] else
@@ -116,15 +116,15 @@ def glance_lines(take) -> list[str]:
 def extra_markdown(take) -> list[str]:
     """report.md sections on the gait, calibration poses and pushes (each empty when there
     is nothing to say)."""
-    from .gait import markdown as gait_table
-    from .motion.calibration import describe as calibration
-    from .push import markdown as push_table
+    from ..gait import markdown as gait_table
+    from ..motion.calibration import describe as calibration
+    from ..push import markdown as push_table
 
     s = take.meta["summary"]
     cal = [f"- {Path(c['source']).name}: {calibration(c['calibration'])}"
            for c in take.meta["clips"] if c.get("calibration")]
     head = ["", "Calibration poses found at the start of the clips:", ""] if cal else []
-    from .motion.checks import describe as finding
+    from ..motion.checks import describe as finding
 
     found = [f"- {Path(c['source']).name}: {finding(f)}" for c in take.meta["clips"] for f in c.get("checks") or []]
     found = ["", "What the clips ask that no body can do (engine/motion/checks.py):", ""] + found if found else []

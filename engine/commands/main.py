@@ -5,10 +5,10 @@ import argparse
 import json
 import sys
 
-from .argtypes import OneLineParser, number
-from .atomic import FIGURE_SUFFIXES, check_out_dir, check_out_file, write_text
-from .errors import SinewError
-from .interrupt import stopped_line
+from ..atomic import FIGURE_SUFFIXES, check_out_dir, check_out_file, write_text
+from ..errors import SinewError
+from ..interrupt import stopped_line
+from ..options import OneLineParser, number
 
 EPILOG_INFO = """examples:
   sinew info
@@ -23,6 +23,9 @@ EPILOG_BENCH = """examples:
   sinew bench
   sinew bench --seconds 5 --json
   sinew bench --backends --tracking 0 --policy docs/results/dagger_stand_2026-11-24/stand.npz
+
+The controllers are timed on MASS's walk.bvh, read from $SINEW_MOTION_DIR, or else from
+../shared/reference/mass/motion beside a source checkout.
 """
 
 
@@ -37,7 +40,7 @@ def _emit(summary: dict, as_json: bool, lines: list[str]) -> None:
 
 # ---- info -----------------------------------------------------------------------------
 def cmd_info(args) -> int:
-    from .rig import load_rig
+    from ..rig import load_rig
 
     rig = load_rig(args.rig)
     s = rig.summary()
@@ -63,8 +66,8 @@ MAX_CURVE_STEPS = 2e7  # a curve's updates (~0.5 GB of float64 arrays)
 def cmd_fatigue_curve(args) -> int:
     import numpy as np
 
-    from . import fatigue as fat
-    from .errors import ParameterError
+    from .. import fatigue as fat
+    from ..errors import ParameterError
     from .plots import fatigue_curve
 
     out = check_out_file(args.out, suffixes=FIGURE_SUFFIXES)  # before any work
@@ -113,16 +116,16 @@ arm_hold.json); the exit status is then 130 (143 for SIGTERM).
 
 
 def cmd_arm_hold(args) -> int:
-    from .interrupt import stop_on_signals
+    from ..interrupt import stop_on_signals
 
     with stop_on_signals() as stop:  # Ctrl-C / SIGTERM: stop at the next step, keep the series
         return _arm_hold(args, stop)
 
 
 def _arm_hold(args, stop) -> int:
-    from .experiments.arm_hold import ArmHoldSetup, run_arm_hold
+    from ..experiments.arm_hold import ArmHoldSetup, run_arm_hold
     from .plots import arm_hold as plot_arm_hold
-    from .rig import load_rig
+    from ..rig import load_rig
 
     setup = ArmHoldSetup(hold=args.hold, rest=args.rest, rehold=args.rehold,
                          fatigue_scale=args.fatigue_scale, backend=args.backend).validate()
@@ -158,18 +161,22 @@ def _arm_hold(args, stop) -> int:
 def cmd_bench(args) -> int:
     from .bench import run_bench
 
+    if args.tracking > 0 or args.balance > 0 or args.policy:  # they walk the sample clip: find it before any timing
+        from .sample_data import motion_dir
+
+        motion_dir()
     summary, lines = run_bench(seconds=args.seconds, rig_name=args.rig, backends=args.backends)
     if args.tracking > 0:
-        from .bench_tracking import bench_stand, bench_tracking
+        from .bench_controllers import bench_stand, bench_tracking
 
         summary["tracking"], more = bench_tracking(seconds=args.tracking, rig_name=args.rig)
         lines += more
         summary["stand"], more = bench_stand(seconds=args.tracking, rig_name=args.rig)
         lines += more
     if args.balance > 0:
-        from .bench_tracking import bench_balance
+        from .bench_controllers import bench_balance
 
-        from .control.balance import BalanceParams, default_workers
+        from ..control.balance import BalanceParams, default_workers
 
         summary["balance"], more = bench_balance(seconds=args.balance, rig_name=args.rig)
         lines += more
@@ -178,7 +185,7 @@ def cmd_bench(args) -> int:
             summary["balance_all_cores"], more = bench_balance(seconds=args.balance, rig_name=args.rig, workers=cores)
             lines += more
     if args.policy:
-        from .bench_tracking import bench_policy
+        from .bench_controllers import bench_policy
 
         summary["policy"], more = bench_policy(args.policy, seconds=max(args.tracking, 2.0), rig_name=args.rig)
         lines += more
@@ -222,9 +229,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     p.set_defaults(func=cmd_fatigue_curve)
 
-    from .bake_command import add_bake_parser
-    from .motion.commands import add_preview_parser, add_retarget_parser
-    from .simulate_cli import add_simulate_parser
+    from .bake import add_bake_parser
+    from .preview import add_preview_parser
+    from .retarget import add_retarget_parser
+    from .simulate import add_simulate_parser
 
     add_retarget_parser(sub)
     add_preview_parser(sub)
