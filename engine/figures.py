@@ -1,7 +1,7 @@
-"""Writing a figure: matplotlib (imported only here, and only when a figure is drawn) with
-the Agg backend, and one save that lays out, writes atomically (engine.atomic) and closes.
-The command line's plots (engine/commands), the preview (engine/motion/preview.py) and
-training's learning curves draw through it. The Blender extension never imports it."""
+"""Writing a figure: matplotlib's pyplot on the Agg backend (imported when a figure is
+drawn, never at import), and one save that lays out, writes atomically (engine.atomic) and
+closes. The command line's plots (engine/commands), the preview (engine/motion/preview.py)
+and training's learning curves draw through it; the Blender extension never imports it."""
 from __future__ import annotations
 
 from pathlib import Path

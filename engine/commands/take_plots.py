@@ -1,5 +1,5 @@
 """Figures of a take: muscle activation heat map (MuscleVAE Fig. 7) and fatigue by muscle
-group (Fig. 8, 11). matplotlib is imported only here."""
+group (Fig. 8, 11), gait against time; drawn through engine.figures."""
 from __future__ import annotations
 
 from pathlib import Path

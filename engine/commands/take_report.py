@@ -1,7 +1,7 @@
 """The parts of a take's report (sinew simulate's lines and report.md) on issue 16's
 additions: whether it fell, the residual it leaned on and the pace it played at, the gait early against late
 (engine.gait), calibration poses (engine.motion.calibration) and pushes (engine.push).
-engine/simulate_cli.py puts them in place."""
+engine/commands/simulate.py puts them in place."""
 from __future__ import annotations
 
 from pathlib import Path
