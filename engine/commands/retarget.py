@@ -44,7 +44,8 @@ def _summary_lines(ref, out: Path | None) -> list[str]:
         f"frames      {s['frames']} at {s['fps']:g} Hz ({s['seconds']:.2f} s)",
         f"scale       {s['scale']:.4f} (model/source leg length), ground offset {100 * m['ground_offset_m']:+.1f} cm",
         f"root speed  {s['root_speed_mps']:.2f} m/s",
-        f"foot skate  {s['foot_skate_cm']:.3f} cm per contact frame ({s['foot_skate_cm_per_s']:.1f} cm/s)",
+        f"foot skate  {s['foot_skate_cm_per_s']:.1f} cm/s while planted ({100 * s['contact_fraction']:.0f} % of foot-frames), "
+        f"{s.get('stance_sink_cm', 0.0):.1f} cm into the floor at most; a take holds planted feet still on the floor",
         f"lowest foot {s['lowest_foot_min_cm']:+.1f} .. {s['lowest_foot_max_cm']:+.1f} cm (mean {s['lowest_foot_mean_cm']:+.1f})",
     ]
     if m.get("calibration"):

@@ -100,7 +100,7 @@ def contact_sheet(ref, rig, out, frames: int = 8, muscles: bool = True, dpi: int
     met = m.get("metrics", {})
     src = Path(str(m.get("source", ""))).name or "reference"
     title = (f"{src}: {ref.num_frames} frames at {ref.fps:g} Hz, root {met.get('root_speed_mps', 0):.2f} m/s, "
-             f"foot skate {met.get('foot_skate_cm', 0):.2f} cm/frame, scale {float(m.get('scale', 1)):.3f}")
+             f"foot skate {met.get('foot_skate_cm_per_s', 0):.0f} cm/s planted, scale {float(m.get('scale', 1)):.3f}")
     fig.suptitle(title, fontsize=9, color="#222222")
     if muscles:
         from matplotlib.lines import Line2D

@@ -15,7 +15,11 @@ from ..npzfile import read_npz, write_npz
 
 FORMAT = "sinew-reference"
 FORMAT_VERSION = 1
-CONTACT_HEIGHT_M = 0.02  # a foot point this close to the floor counts as touching it
+# planted (`planted`): a share of the foot's own peak speed, not a speed, so a sprint's stance foot
+# (sliding 1-2 m/s after retargeting, against a swing of 10 m/s) and a walk's (0-0.9 against 4)
+# are both found, at any playback speed
+STANCE_HEIGHT_M = 0.04  # a foot whose lowest corner is higher than this is in the air
+STANCE_SPEED_SHARE = 0.2  # planted: the lowest corner slides slower than this x its clip's peak
 
 # name -> number of trailing dims after (F,) ; None for 1-D per-frame arrays
 _ARRAYS = {
@@ -178,30 +182,42 @@ def foot_tracks(rig, body_rot: np.ndarray, body_pos: np.ndarray) -> list[tuple[n
     return out
 
 
+def planted(tracks, fps: float) -> tuple[np.ndarray, np.ndarray]:
+    """(F-1, 2) lowest corner height of each foot and whether the foot is planted there: its
+    lowest corner within STANCE_HEIGHT_M of the floor, sliding to the next frame slower than
+    STANCE_SPEED_SHARE of that foot's peak speed in the clip. tracks: foot_tracks() of the
+    frames (its lowest corner in each frame and where that point is one frame later)."""
+    h = np.stack([low[:-1, 2] for low, _ in tracks], axis=1)
+    speed = np.stack([np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=1) for low, nxt in tracks], axis=1) * fps
+    peak = speed.max(axis=0, keepdims=True)
+    return h, (h < STANCE_HEIGHT_M) & (speed < STANCE_SPEED_SHARE * peak)
+
+
 def motion_metrics(rig, body_rot: np.ndarray, body_pos: np.ndarray, root_pos: np.ndarray,
                    fps: float, tracks=None) -> tuple[dict, np.ndarray]:
     """Summary figures of a model trajectory, and the per-foot lowest point heights (F, 2).
 
     root_speed_mps: mean horizontal speed of the root over the clip (path length / time).
-    foot_skate_cm: for each foot and frame interval, the foot's lowest point at the first
-    frame (a point fixed on the foot) is followed to the next frame; when it starts within
-    2 cm of the floor its horizontal slide counts. The mean slide per such contact interval,
-    in cm, at the clip's frame rate (at 120 Hz, 0.1 cm is a 12 cm/s slide);
-    foot_skate_cm_per_s gives the same as a speed and foot_skate_total_cm the sum.
+    foot_skate_cm: where a foot is planted (`planted`), how far its planted point slides to
+    the next frame, mean, in cm at the clip's frame rate (at 120 Hz, 0.1 cm is a 12 cm/s
+    slide); foot_skate_cm_per_s gives the same as a speed and foot_skate_total_cm the sum.
+    contact_fraction: the share of foot-frames planted. stance_sink_cm: how far the lowest
+    planted corner goes below the floor (0: none does).
     `tracks`: foot_tracks() of the same trajectory, when already computed.
     """
     tracks = foot_tracks(rig, body_rot, body_pos) if tracks is None else tracks
-    heights, slides = [], []
-    for low, nxt in tracks:
-        heights.append(low[:, 2])
-        d = np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=-1)
-        slides.append(d[low[:-1, 2] < CONTACT_HEIGHT_M])
-    h = np.stack(heights, -1)
+    h = np.stack([low[:, 2] for low, _ in tracks], -1)
     F = len(root_pos)
+    if F > 1:
+        stance_h, stance = planted(tracks, fps)
+        slide = np.stack([np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=-1) for low, nxt in tracks], -1)
+        sl = slide[stance]
+        sink = float(max(0.0, -stance_h[stance].min())) if stance.any() else 0.0
+    else:
+        sl, stance, sink = np.zeros(0), np.zeros((0, 2), bool), 0.0
     seconds = max((F - 1) / fps, 1e-12)
     path = float(np.sum(np.linalg.norm(np.diff(root_pos[:, :2], axis=0), axis=-1))) if F > 1 else 0.0
     net = float(np.linalg.norm(root_pos[-1, :2] - root_pos[0, :2]))
-    sl = np.concatenate(slides)
     lowest = h.min(-1)
     metrics = dict(
         root_speed_mps=round(path / seconds, 4),
@@ -209,7 +225,8 @@ def motion_metrics(rig, body_rot: np.ndarray, body_pos: np.ndarray, root_pos: np
         foot_skate_cm=round(float(sl.mean() * 100) if sl.size else 0.0, 4),
         foot_skate_cm_per_s=round(float(sl.mean() * 100 * fps) if sl.size else 0.0, 3),
         foot_skate_total_cm=round(float(sl.sum() * 100), 3),
-        contact_fraction=round(float(sl.size / max(2 * (F - 1), 1)), 4),
+        contact_fraction=round(float(stance.mean()) if stance.size else 0.0, 4),
+        stance_sink_cm=round(sink * 100, 3),
         lowest_foot_min_cm=round(float(lowest.min() * 100), 3),
         lowest_foot_mean_cm=round(float(lowest.mean() * 100), 3),
         lowest_foot_max_cm=round(float(lowest.max() * 100), 3),
