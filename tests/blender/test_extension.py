@@ -266,6 +266,27 @@ def test_cancel_leaves_nothing(sinew, fresh):
     assert (len(arm.sinew.bone_map), arm.sinew.retargeted, arm.sinew.map_source) == arm_props
 
 
+def test_one_retargeter_a_run(sinew, fresh, monkeypatch):
+    """A run builds the armature's Retargeter once: the check before any work, the action's
+    clips (two here), the bake and the display the bake makes all use that one."""
+    Retargeter = sub(sinew, "engine.motion.retarget").Retargeter
+    build, built = Retargeter.build.__func__, []
+    monkeypatch.setattr(Retargeter, "build", classmethod(lambda cls, *a, **k: built.append(1) or build(cls, *a, **k)))
+    arm = make_mixamo_armature(sub(sinew, "model").load_model())
+    scene = bpy.context.scene
+    scene.frame_end = 20
+    job = sub(sinew, "prepare").prepare_simulation(bpy.context, arm, [("ACTION", 0.1), ("ACTION", 0.1)],
+                                                   balance=False, residual=1.0, fatigue_scale=0.0)
+    assert len(built) == 1 and job.retargeter is not None
+    s = scene.sinew
+    s.armature, s.clip_source, s.length_mode, s.seconds = arm, "ACTION", "SECONDS", 0.2
+    s.fatigue_scale, s.balance, s.residual = 0.0, False, 1.0
+    built.clear()
+    assert not arm.sinew.retargeted  # the bake builds the display too
+    assert bpy.ops.sinew.simulate() == {"FINISHED"}, s.last_report
+    assert len(built) == 1 and arm.sinew.retargeted
+
+
 def test_render_active_muscle_redder(sinew, fresh, tmp_path):
     """Cycles (CPU, tiny): a fully active muscle renders redder than a relaxed one."""
     display = sub(sinew, "display")
