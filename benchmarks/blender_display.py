@@ -7,7 +7,7 @@ The issue's targets: evaluating the muscle display costs at most 1 ms of CPU per
 adds at most a few seconds on top of the simulation.
 
 A synthetic take (the bundled MASS walk looped at 30 fps, random activations) is baked onto
-a Mixamo-named armature through the installed extension (core.bake_take: the new Action and
+a Mixamo-named armature through the installed extension (bake.bake_take: the new Action and
 the take table). Then `scene.frame_set` steps through the take (--measure frames spread over
 it) with the muscle display shown and hidden, bone meshes hidden; the CPU-time difference per
 frame (process time, all threads) is the muscle display's own cost. The same is reported for
@@ -43,7 +43,7 @@ from tests.blender.conftest import WALK, _zip, bpy, make_mixamo_armature, sub  #
 
 
 class SyntheticTake:
-    """What core.bake_take reads from an engine Take: q, per-muscle arrays, fps, meta."""
+    """What bake.bake_take reads from an engine Take: q, per-muscle arrays, fps, meta."""
 
     def __init__(self, q, num_muscles, fps=30, seed=0):
         rng = np.random.default_rng(seed)
@@ -68,21 +68,21 @@ def main() -> int:
                                                    enable_on_install=True)
     assert res == {"FINISHED"}, res
     sinew = importlib.import_module("bl_ext.user_default.sinew")
-    core, display = sub(sinew, "core"), sub(sinew, "display")
-    rig = core.load_model()
+    display = sub(sinew, "display")
+    rig = sub(sinew, "model").load_model()
     bpy.ops.wm.read_homefile(use_empty=True)
     scene = bpy.context.scene
     scene.render.fps = 30
     arm = make_mixamo_armature(rig, with_action=False)
-    core.retarget_to_model(bpy.context, arm)
-    ref = core.check_clip_file(str(WALK))
+    sub(sinew, "retarget").retarget_to_model(bpy.context, arm)
+    ref = sub(sinew, "clips").check_clip_file(str(WALK))
     step = max(int(round(ref.fps / 30)), 1)  # 120 Hz reference -> 30 fps
     idx = np.arange(max(args.frames, 1800)) * step % ref.num_frames  # looped in place
     out = {}
     for n, label in ((1800, "bake_60s_take_s"), (args.frames, f"bake_{args.frames}_frames_s")):
         take = SyntheticTake(ref.q[idx[:n]], rig.num_muscles)
         t0 = time.perf_counter()
-        core.bake_take(bpy.context, arm, take, 1)
+        sub(sinew, "bake").bake_take(bpy.context, arm, take, 1)
         out[label] = round(time.perf_counter() - t0, 3)
     scene.frame_start, scene.frame_end = 1, args.frames
     nm = display.names_for(arm.name)

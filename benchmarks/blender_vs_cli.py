@@ -8,7 +8,7 @@ The CLI side runs `python -m engine simulate` in the project's environment (with
 OPENBLAS_NUM_THREADS=1, as the Makefile sets it). The Blender side runs this file under the
 Blender-like Python (`python -I`, no OPENBLAS_NUM_THREADS, as in Blender; `make blender-envs`
 builds it), installs the linux zip into a fresh Blender user folder and runs the Simulate
-operator's job (core.SimulationJob) on the same clip, controller, fatigue, residual, seed and
+operator's job (job.SimulationJob) on the same clip, controller, fatigue, residual, seed and
 frame rate. Both report the engine's own real-time factor (simulated seconds / wall time of
 the simulation loop, take.meta summary); runs alternate, best of --repeat each. The issue's
 must-hold: the Blender side within 20 % of the CLI's. Prints a table and one JSON line.
@@ -55,8 +55,9 @@ def inside_blender(zip_path: str, clip: str, seconds: float, scale: float) -> di
     t0 = time.perf_counter()
     assert bpy.ops.extensions.package_install_files(filepath=zip_path, repo="user_default",
                                                     enable_on_install=True) == {"FINISHED"}
-    core = importlib.import_module("bl_ext.user_default.sinew.core")
-    job = core.SimulationJob([(core.check_clip_file(clip), seconds)], 30, fatigue=core.fatigue_params(scale),
+    jobs = importlib.import_module("bl_ext.user_default.sinew.job")
+    clips = importlib.import_module("bl_ext.user_default.sinew.clips")
+    job = jobs.SimulationJob([(clips.check_clip_file(clip), seconds)], 30, fatigue=jobs.fatigue_params(scale),
                              residual=1.0, seed=0)
     take = job.run()
     daqp = importlib.util.find_spec("daqp")  # without it the controller falls back to scipy's lsq_linear

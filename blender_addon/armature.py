@@ -16,7 +16,7 @@ import numpy as np
 
 from .engine.errors import ParameterError
 from .engine.motion import SourceMotion, SourceSkeleton
-from .engine.transforms import matrix_to_quat, quat_conjugate, quat_multiply
+from .engine.transforms import matrix_to_quat
 
 
 def _np(m) -> np.ndarray:
@@ -251,7 +251,3 @@ def bone_world_heads(obj, names) -> np.ndarray:
     pb = obj.pose.bones
     H = np.array([tuple(pb[n].head) for n in names], float)
     return H @ M[:3, :3].T + M[:3, 3]
-
-
-def quat_between(a, b):
-    return quat_multiply(quat_conjugate(a), b)

@@ -1,5 +1,5 @@
 """The batch bake behind scripts/sinew_bake.py and `sinew bake` (same code path as the
-Simulate Fatigued Take operator: core.prepare_simulation -> SimulationJob.run -> bake_take)."""
+Simulate Fatigued Take operator: prepare.prepare_simulation -> job.SimulationJob.run -> bake.bake_take)."""
 from __future__ import annotations
 
 import argparse
@@ -43,7 +43,7 @@ def run(argv) -> int:
 def _run(args, stop) -> int:
     import bpy
 
-    from . import core
+    from . import bake, prepare
     from .engine.atomic import atomic_path, check_out_file
     from .engine.control.plan import parse_clip_arg
     from .engine.errors import ParameterError, SinewError
@@ -74,18 +74,18 @@ def _run(args, stop) -> int:
                                  "use (a policy, --residual or --no-balance); leave it out")
         pace = check_pace(args.controller, args.pace)
         context = bpy.context
-        job = core.prepare_simulation(context, arm, clips, fps=args.fps, controller=args.controller,
-                                      policy=args.policy, fatigue_scale=args.fatigue_scale, F=args.F, R=args.R,
-                                      r=args.r, residual=residual, seed=args.seed,
-                                      repetitions=args.repetitions, keep_calibration=args.keep_calibration,
-                                      pushes=args.push, pace=pace, mode=args.mode, noise_scale=args.noise_scale,
-                                      headings=args.heading, speed=args.speed, balance=planner is not None,
-                                      strength=args.strength, workers=args.workers)
+        job = prepare.prepare_simulation(context, arm, clips, fps=args.fps, controller=args.controller,
+                                         policy=args.policy, fatigue_scale=args.fatigue_scale, F=args.F, R=args.R,
+                                         r=args.r, residual=residual, seed=args.seed,
+                                         repetitions=args.repetitions, keep_calibration=args.keep_calibration,
+                                         pushes=args.push, pace=pace, mode=args.mode, noise_scale=args.noise_scale,
+                                         headings=args.heading, speed=args.speed, balance=planner is not None,
+                                         strength=args.strength, workers=args.workers)
         job.stop = stop
         take = job.run(keep_partial=True)
         sim_s = time.perf_counter() - t0
         start = args.frame_start if args.frame_start is not None else context.scene.frame_start
-        info = core.bake_take(context, arm, take, start)
+        info = bake.bake_take(context, arm, take, start, rt=job.retargeter)
         scene = context.scene
         scene.frame_end = max(scene.frame_end, info["frame_end"])
         with atomic_path(out) as tmp:

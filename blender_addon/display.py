@@ -380,10 +380,6 @@ def set_input(mod, name: str, value) -> None:
         mod.id_data.update_tag()
 
 
-def get_input(mod, name: str):
-    return mod[_socket_id(mod, name)]
-
-
 def muscle_node_group():
     """The Geometry Nodes group (shared by every display; built once per file).
 

@@ -3,10 +3,10 @@ Take (modal, timer-driven, ESC cancels), display helpers."""
 from __future__ import annotations
 
 import bpy
-from bpy.props import EnumProperty, StringProperty
+from bpy.props import StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 
-from . import core
+from . import bake, bonemap, notes, prepare, retarget
 from .engine.errors import SinewError
 
 # The running simulation (one at a time); kept out of the .blend so a cancel leaves no trace.
@@ -34,11 +34,11 @@ class SINEW_OT_detect_map(_ArmatureOp, bpy.types.Operator):
     def execute(self, context):
         arm = _armature(context)
         try:
-            mp, label = core.detect_mapping(arm, arm.sinew.preset)
+            mp, label = bonemap.detect_mapping(arm, arm.sinew.preset)
         except SinewError as e:
             self.report({"ERROR"}, str(e))
             return {"CANCELLED"}
-        core.store_mapping(arm, mp, label)
+        bonemap.store_mapping(arm, mp, label)
         self.report({"INFO"}, f"Sinew: {len(mp)} model bodies mapped ({label})")
         return {"FINISHED"}
 
@@ -51,7 +51,7 @@ class SINEW_OT_export_map(_ArmatureOp, bpy.types.Operator, ExportHelper):
     filter_glob: StringProperty(default="*.json", options={"HIDDEN"})
 
     def execute(self, context):
-        core.export_mapping(_armature(context), self.filepath)
+        bonemap.export_mapping(_armature(context), self.filepath)
         return {"FINISHED"}
 
 
@@ -65,7 +65,7 @@ class SINEW_OT_import_map(_ArmatureOp, bpy.types.Operator, ImportHelper):
 
     def execute(self, context):
         try:
-            core.import_mapping(_armature(context), self.filepath)
+            bonemap.import_mapping(_armature(context), self.filepath)
         except SinewError as e:
             self.report({"ERROR"}, str(e))
             return {"CANCELLED"}
@@ -82,7 +82,7 @@ class SINEW_OT_retarget(_ArmatureOp, bpy.types.Operator):
         from . import prefs
 
         try:
-            info = core.retarget_to_model(context, _armature(context), prefs.get(context))
+            info = retarget.retarget_to_model(context, _armature(context), prefs.get(context))
         except SinewError as e:
             self.report({"ERROR"}, str(e))
             return {"CANCELLED"}
@@ -110,22 +110,10 @@ class SINEW_OT_simulate(_ArmatureOp, bpy.types.Operator):
         if bpy.ops.ed.undo_push.poll():  # Ctrl-Z after the bake returns the scene to this state
             bpy.ops.ed.undo_push(message="Before Sinew bake")
         with all_or_nothing(arm):  # a bake that fails midway takes back what it made
-            info = core.bake_take(context, arm, job.take, core.frame_start_for(context, s))
-        summ = job.take.meta.get("summary", {})
-        msg = (f"Sinew: baked {info['frames']} frames into '{info['action']}'"
-               + (" (the character fell; kept up to the fall)" if summ.get("fell") else ""))
-        for note in (core.fall_note(job.take), core.calibration_note(job.take), core.stand_note(job.take),
-                     core.balance_note(job.take),
-                     core.tiring_note(job.take),
-                     core.pace_note(job.take),
-                     core.push_note(job.take), core.heading_note(job.take)):
-            if note:
-                msg += "; " + note
-        beyond = core.clips_beyond_the_body(job.take)
-        if beyond:
-            msg += "; " + beyond
+            info = bake.bake_take(context, arm, job.take, prepare.frame_start_for(context, s), rt=job.retargeter)
+        msg, warns = notes.bake_message(job.take, info)
         s.last_report = msg
-        self.report({"WARNING"} if beyond else {"INFO"}, msg)
+        self.report({"WARNING"} if warns else {"INFO"}, msg)
         return info
 
     def _fail(self, context, error) -> set:
@@ -139,7 +127,7 @@ class SINEW_OT_simulate(_ArmatureOp, bpy.types.Operator):
     def execute(self, context):  # blocking: background mode, scripts
         s = context.scene.sinew
         try:
-            arm, job = core.settings_job(context, s)
+            arm, job = prepare.settings_job(context, s)
             job.run()
             self._finish(context, arm, job)
         except Exception as e:  # noqa: BLE001 - any failure is reported and leaves the scene as it was
@@ -149,7 +137,7 @@ class SINEW_OT_simulate(_ArmatureOp, bpy.types.Operator):
     def invoke(self, context, event):
         s = context.scene.sinew
         try:
-            self.arm, self.job = core.settings_job(context, s)
+            self.arm, self.job = prepare.settings_job(context, s)
         except Exception as e:  # noqa: BLE001
             return self._fail(context, e)
         RUN.update(job=self.job, fraction=0.0, label="starting")

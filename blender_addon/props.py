@@ -36,9 +36,9 @@ def _is_armature(self, obj):
 
 
 def _bone_changed(self, context):
-    from . import core
+    from .bonemap import save_state
 
-    core.save_state(self.id_data)
+    save_state(self.id_data)
 
 
 class SINEW_PG_bone_map_item(bpy.types.PropertyGroup):
@@ -116,18 +116,18 @@ CLASSES = (SINEW_PG_bone_map_item, SINEW_PG_armature, SINEW_PG_scene)
 
 @bpy.app.handlers.persistent
 def _restore_overrides(*_args):
-    from . import core
+    from .bonemap import restore_state
 
     for ob in bpy.data.objects:
         if ob.override_library is not None and ob.library is None and ob.sinew_saved:
-            core.restore_state(ob)
+            restore_state(ob)
 
 
 def register():
     for c in CLASSES:
         bpy.utils.register_class(c)
     bpy.types.Object.sinew = PointerProperty(type=SINEW_PG_armature, override=OV)
-    # The bone map and retarget state again, as one string (core.save_state): a library
+    # The bone map and retarget state again, as one string (bonemap.save_state): a library
     # override loses the pointer's settings on reload (Blender 5.0 replays the pointer itself
     # and fails; 4.x keeps only some inserted bone-map items), a plain string survives.
     bpy.types.Object.sinew_saved = StringProperty(override=OV, options={"HIDDEN"})

@@ -1,7 +1,7 @@
 """All or nothing: a bake that fails midway takes back what it made.
 
     with all_or_nothing(arm):
-        core.bake_take(context, arm, take, start)
+        bake.bake_take(context, arm, take, start)
 
 On an exception the block's new data-blocks (Action, display objects, meshes, node
 groups, materials, ...) are removed, the armature's active Action, slot and NLA tracks

@@ -11,7 +11,7 @@ the engine and training.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -45,9 +45,6 @@ class FatigueParams:
     @property
     def R_eff(self) -> float:
         return self.R * self.scale
-
-    def with_scale(self, scale: float) -> "FatigueParams":
-        return replace(self, scale=scale)
 
     def validate(self, dt: float) -> "FatigueParams":
         """Refuse NaN, negative, or step-unstable values, naming the parameter."""
@@ -84,11 +81,6 @@ class FatigueState:
 
     def copy(self) -> "FatigueState":
         return FatigueState(self.MA.copy(), self.MR.copy(), self.MF.copy())
-
-    @property
-    def residual_capacity(self):
-        """RC = 1 - M_F (Cheema et al. 2023): the share of the muscle still usable."""
-        return 1.0 - self.MF
 
 
 # ---- the equations --------------------------------------------------------------------

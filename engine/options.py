@@ -274,3 +274,21 @@ def panel_settings(name: str, **extra) -> dict:
             kw["max"] = o.kind(o.hi)
     kw.update(extra)
     return kw
+
+
+def check_value(name: str, value) -> None:
+    """A value of option `name` as a Python caller gives it (the add-on's prepare_simulation),
+    held to the checks its flag's parser makes: a ParameterError naming the flag."""
+    from .errors import ParameterError
+
+    o = OPTIONS[name]
+    parse = o.check()
+    if parse is None or value is None:
+        return
+    whole = o.kind is int
+    if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+        raise ParameterError(o.flag, f"{value!r}: must be {'a whole number' if whole else 'a number'}")
+    try:
+        parse(repr(value))
+    except argparse.ArgumentTypeError as e:
+        raise ParameterError(o.flag, str(e).removeprefix(o.flag + " ")) from None

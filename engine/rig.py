@@ -133,11 +133,6 @@ class Rig:
         return np.searchsorted(self.seg_muscle, np.arange(self.num_muscles))
 
     @cached_property
-    def wp_force_body(self) -> np.ndarray:
-        """Body a waypoint's force is applied to: its nearest (first) LBS body, as in MASS."""
-        return self.wp_body[:, 0]
-
-    @cached_property
     def subtree(self) -> np.ndarray:
         """subtree[j, b] is True when joint j moves body b (b is j's body or a descendant)."""
         n = self.num_bodies

@@ -147,9 +147,9 @@ def test_an_option_left_out_runs_with_what_its_help_says(addon):
     assert DEFAULT_SPEED == OPTIONS["speed"].runs_with
     assert isinstance(check_balance("tracking", None, None)[0], BalanceParams) is OPTIONS["balance"].runs_with
     assert DEFAULT_FPS in SCENE_FPS
-    core = importlib.import_module(f"{addon}.core")
+    prepare = importlib.import_module(f"{addon}.prepare")
     keyword = {"heading": "headings", "push": "pushes"}
-    sig = inspect.signature(core.prepare_simulation).parameters
+    sig = inspect.signature(prepare.prepare_simulation).parameters
     for o in of(BAKE):
         if o.name in ("clip", "frame_start"):
             continue
@@ -167,3 +167,23 @@ def test_help_texts_name_the_front_ends_own_words():
     assert "--balance" in help_text(OPTIONS["residual"], SIMULATE)
     assert "Balance" in help_text(OPTIONS["residual"], PANEL) and "--" not in help_text(OPTIONS["residual"], PANEL)
     assert "'action'" in help_text(OPTIONS["clip"], BAKE) and "'action'" not in help_text(OPTIONS["clip"], SIMULATE)
+
+
+def test_a_value_given_in_python_is_checked_as_its_flag_is(addon):
+    """prepare_simulation (the panel's and the batch script's entry point) refuses what the
+    command line's parser refuses, by the same schema (engine.options.check_value), before
+    it looks at the armature."""
+    from engine.errors import ParameterError
+    from engine.options import check_value
+
+    for name, good, bad in (("repetitions", (1, 3, None), (0, -1, 2.0, True, "2")),
+                            ("pace", (0.0, 1, 2.5), (-0.1, float("nan"), "1"))):
+        for v in good:
+            check_value(name, v)
+        for v in bad:
+            with pytest.raises(ParameterError, match=OPTIONS[name].flag):
+                check_value(name, v)
+    prepare = importlib.import_module(f"{addon}.prepare")
+    addon_error = importlib.import_module(f"{addon}.engine.errors").ParameterError  # the package's own engine
+    with pytest.raises(addon_error, match="--repetitions.*must be >= 1, got 0"):
+        prepare.prepare_simulation(None, None, [("walk.bvh", None)], repetitions=0, balance=False, workers=0)

@@ -16,14 +16,13 @@ from .conftest import ROOT, WALK, action_fcurves, bpy, make_mixamo_armature, sub
 
 @pytest.mark.smoke
 def test_panel_balance_plans_without_the_residual(sinew, fresh):
-    core = sub(sinew, "core")
-    arm = make_mixamo_armature(core.load_model())
+    arm = make_mixamo_armature(sub(sinew, "model").load_model())
     s = bpy.context.scene.sinew
     s.armature, s.clip_source, s.clip_path = arm, "FILE", str(WALK)
     s.length_mode, s.seconds, s.fatigue_scale = "SECONDS", 0.25, 0.0
     s.balance, s.residual = True, 1.0  # the residual field is out of play once Balance is on
-    _, job = core.settings_job(bpy.context, s)
-    assert job.residual == 0.0 and job.balance.workers == core.planner_workers(bpy.context) and job.balance.candidates >= 2
+    _, job = sub(sinew, "prepare").settings_job(bpy.context, s)
+    assert job.residual == 0.0 and job.balance.workers == sub(sinew, "prepare").planner_workers(bpy.context) and job.balance.candidates >= 2
     assert bpy.ops.sinew.simulate() == {"FINISHED"}
     assert "balanced on its muscles alone" in s.last_report and "fell" not in s.last_report
     assert len(action_fcurves(arm.animation_data.action)) > 0
@@ -32,8 +31,7 @@ def test_panel_balance_plans_without_the_residual(sinew, fresh):
 def test_panel_take_that_falls_says_which_way_from_when_and_why(sinew, fresh):
     """Balance off and no residual: the tracker alone lets the walk fall within seconds; the
     bake keeps it up to the fall and the report says when, which way and why (engine.fall)."""
-    core = sub(sinew, "core")
-    arm = make_mixamo_armature(core.load_model())
+    arm = make_mixamo_armature(sub(sinew, "model").load_model())
     s = bpy.context.scene.sinew
     s.armature, s.clip_source, s.clip_path = arm, "FILE", str(WALK)
     s.length_mode, s.seconds, s.fatigue_scale, s.balance, s.residual = "SECONDS", 6.0, 0.0, False, 0.0
@@ -50,8 +48,8 @@ def test_panel_balance_on_every_core_forks_from_blender_and_gives_the_same_take(
     import multiprocessing as mp
     import time
 
-    core, prefs = sub(sinew, "core"), sub(sinew, "prefs").get(bpy.context)
-    arm = make_mixamo_armature(core.load_model())
+    prefs = sub(sinew, "prefs").get(bpy.context)
+    arm = make_mixamo_armature(sub(sinew, "model").load_model())
     s = bpy.context.scene.sinew
     s.armature, s.clip_source, s.clip_path = arm, "FILE", str(WALK)
     s.length_mode, s.seconds, s.fatigue_scale, s.balance = "SECONDS", 0.2, 0.0, True
@@ -59,7 +57,7 @@ def test_panel_balance_on_every_core_forks_from_blender_and_gives_the_same_take(
     try:
         for on in (False, True):
             prefs.balance_on_every_core = on
-            _, job = core.settings_job(bpy.context, s)
+            _, job = sub(sinew, "prepare").settings_job(bpy.context, s)
             assert job.balance.workers == (len(os.sched_getaffinity(0)) if on else 0)
             job.start()
             while not job.done:
@@ -80,7 +78,7 @@ def test_panel_balance_on_every_core_forks_from_blender_and_gives_the_same_take(
 def test_batch_script_refuses_balance_options_that_do_not_fit(sinew, fresh, tmp_path, extra, named):
     """--balance beside a policy, --workers beside a residual take (no planner) or below 0:
     one line naming the option, before any work."""
-    make_mixamo_armature(sub(sinew, "core").load_model())
+    make_mixamo_armature(sub(sinew, "model").load_model())
     scene_path = tmp_path / "scene.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(scene_path))
     policy = ROOT / "docs" / "results" / "dagger_stand_2026-11-24" / "stand.npz"

@@ -35,7 +35,7 @@ def test_zip_contents_and_registration(sinew):
     for op in ("detect_map", "retarget", "simulate", "import_map", "export_map"):
         assert hasattr(bpy.ops.sinew, op)
     assert {"SINEW_PT_retarget", "SINEW_PT_simulate", "SINEW_PT_display"} <= set(dir(bpy.types))
-    assert sub(sinew, "core").package_root().parent.name == "user_default"
+    assert Path(sinew.__file__).resolve().parent.parent.name == "user_default"
 
 
 @pytest.mark.smoke
@@ -49,7 +49,7 @@ def test_installed_zip_runs_the_compiled_muscle_step(sinew):
     compiled = sub(sinew, "engine.compiled")
     assert compiled.status() == "compiled"
     assert compiled.library_path().resolve().is_relative_to(Path(os.environ["BLENDER_USER_RESOURCES"]).resolve())
-    rig = sub(sinew, "core").load_model()
+    rig = sub(sinew, "model").load_model()
     fat = sub(sinew, "engine.fatigue")
     system = sub(sinew, "engine.muscle_step").MuscleSystem(rig)
     assert system.path == "compiled"
@@ -65,29 +65,31 @@ def test_installed_zip_runs_the_compiled_muscle_step(sinew):
 
 
 def test_bone_map_detect_edit_json(sinew, fresh, tmp_path):
-    core = sub(sinew, "core")
-    arm = make_mixamo_armature(core.load_model())
+    stored_mapping = sub(sinew, "bonemap").stored_mapping
+    arm = make_mixamo_armature(sub(sinew, "model").load_model())
     bpy.context.scene.sinew.armature = arm
     arm.sinew.preset = "AUTO"
     assert bpy.ops.sinew.detect_map() == {"FINISHED"}
-    mp = core.stored_mapping(arm)
+    mp = stored_mapping(arm)
     assert mp["Pelvis"] == "mixamorig:Hips" and mp["Torso"] == "mixamorig:Spine2" and len(mp) >= 20
     assert arm.sinew.map_source == "mixamo"
     # edit, export, clear, import
     next(it for it in arm.sinew.bone_map if it.body == "HandL").bone = ""
     path = tmp_path / "map.json"
-    core.export_mapping(arm, path)
+    sub(sinew, "bonemap").export_mapping(arm, path)
     assert json.loads(path.read_text())["mapping"].get("HandL") is None
     arm.sinew.bone_map.clear()
-    core.import_mapping(arm, path)
-    assert "HandL" not in core.stored_mapping(arm) and core.stored_mapping(arm)["HandR"] == "mixamorig:RightHand"
+    sub(sinew, "bonemap").import_mapping(arm, path)
+    assert "HandL" not in stored_mapping(arm) and stored_mapping(arm)["HandR"] == "mixamorig:RightHand"
 
 
 @pytest.mark.smoke
 def test_retarget_simulate_bake(sinew, fresh):
-    core, display = sub(sinew, "core"), sub(sinew, "display")
+    pace_note = sub(sinew, "notes").pace_note
+    tiring_note = sub(sinew, "notes").tiring_note
+    display = sub(sinew, "display")
     from_engine = sub(sinew, "engine.kinematics")
-    rig = core.load_model()
+    rig = sub(sinew, "model").load_model()
     arm = make_mixamo_armature(rig)
     original = arm.animation_data.action
     before = fcurve_snapshot(original)
@@ -120,21 +122,21 @@ def test_retarget_simulate_bake(sinew, fresh):
     assert F == info["frames"] and F >= int(SECONDS * 30)
     job_take = LAST_TAKE(sinew)
     assert job_take.meta["tracking"]["pace"] == pytest.approx(0.7) and job_take.meta["pace"]["strength"] == pytest.approx(0.7)
-    assert core.pace_note(job_take) == "" and "slowed" not in s.last_report  # 1 s: the legs are not tired yet
+    assert pace_note(job_take) == "" and "slowed" not in s.last_report  # 1 s: the legs are not tired yet
     slowed = {"pace": {"strength": 1.0, "final_rate": 0.62, "min_rate": 0.6, "mean_rate": 0.8, "lag_s": 3.0}}
-    assert core.pace_note(type("T", (), {"meta": slowed})()) == "slowed to 0.62x its pace as the legs tired (lowest 0.60x)"
+    assert pace_note(type("T", (), {"meta": slowed})()) == "slowed to 0.62x its pace as the legs tired (lowest 0.60x)"
     # the walk is within what the body can do: no warning about the clip
     assert job_take.meta["demands"] and "asks more" not in s.last_report
     sprint = dict(job_take.meta["demands"][0], clip="run.bvh", root_help_body_weights_mean=0.39)
-    warning = core.clips_beyond_the_body(type("T", (), {"meta": {"demands": [sprint]}})())
+    warning = sub(sinew, "notes").clips_beyond_the_body(type("T", (), {"meta": {"demands": [sprint]}})())
     assert warning.startswith("run.bvh asks more than this body can do") and "0.39 body weights" in warning
     # groups that tire out within the take are named in the report, those that do not are not
     tired = {"summary": {"seconds": 20.0, "exhausted_after_s_by_group": {"trunk": None, "right_leg": 5.3, "left_arm": 30.0}}}
-    assert core.tiring_note(type("T", (), {"meta": tired})()) == "tiring (3CC-r): right leg spent after ~5 s"
-    assert (core.tiring_note(job_take) in s.last_report) and (
-        bool(core.tiring_note(job_take)) == any(t is not None and t < job_take.meta["summary"]["seconds"]
-                                                for t in job_take.meta["summary"]["exhausted_after_s_by_group"].values()))
-    root, local = core.take_pose(job_take)
+    assert tiring_note(type("T", (), {"meta": tired})()) == "tiring (3CC-r): right leg spent after ~5 s"
+    assert (tiring_note(job_take) in s.last_report) and (
+        bool(tiring_note(job_take)) == any(t is not None and t < job_take.meta["summary"]["seconds"]
+                                           for t in job_take.meta["summary"]["exhausted_after_s_by_group"].values()))
+    root, local = sub(sinew, "bake").take_pose(job_take)
     _, x, body_rot, body_pos = from_engine.forward_kinematics(rig, root,
                                                               sub(sinew, "engine.transforms").quat_to_matrix(local))
     armature = sub(sinew, "armature")
@@ -237,43 +239,62 @@ def check_muscle_tubes(sinew, rig, arm, mus, take, body_rot, body_pos, take_fram
 
 def LAST_TAKE(sinew):
     """Recompute the take the operator baked (same inputs and seed give the same take)."""
-    core = sub(sinew, "core")
     s = bpy.context.scene.sinew
-    arm, job = core.settings_job(bpy.context, s)
+    arm, job = sub(sinew, "prepare").settings_job(bpy.context, s)
     return job.run()
 
 
 @pytest.mark.smoke
 def test_cancel_leaves_nothing(sinew, fresh):
-    core = sub(sinew, "core")
-    arm = make_mixamo_armature(core.load_model())
+    arm = make_mixamo_armature(sub(sinew, "model").load_model())
     s = bpy.context.scene.sinew
     s.armature = arm
     s.clip_source, s.clip_path, s.length_mode, s.seconds = "FILE", str(WALK), "SECONDS", 30.0
     counts, frame = _counts(), bpy.context.scene.frame_current
     snap = fcurve_snapshot(arm.animation_data.action)
     arm_props = (len(arm.sinew.bone_map), arm.sinew.retargeted, arm.sinew.map_source)
-    _, job = core.settings_job(bpy.context, s)
+    _, job = sub(sinew, "prepare").settings_job(bpy.context, s)
     job.start()
     t0 = time.time()
     while job.fraction < 0.02 and time.time() - t0 < 60:
         time.sleep(0.05)
     assert 0 < job.fraction < 1
     job.cancel()
-    assert job.done and isinstance(job.error, core.Cancelled) and job.take is None
+    assert job.done and isinstance(job.error, sub(sinew, "job").Cancelled) and job.take is None
     assert _counts() == counts and bpy.context.scene.frame_current == frame
     assert fcurve_snapshot(arm.animation_data.action) == snap
     assert (len(arm.sinew.bone_map), arm.sinew.retargeted, arm.sinew.map_source) == arm_props
 
 
+def test_one_retargeter_a_run(sinew, fresh, monkeypatch):
+    """A run builds the armature's Retargeter once: the check before any work, the action's
+    clips (two here), the bake and the display the bake makes all use that one."""
+    Retargeter = sub(sinew, "engine.motion.retarget").Retargeter
+    build, built = Retargeter.build.__func__, []
+    monkeypatch.setattr(Retargeter, "build", classmethod(lambda cls, *a, **k: built.append(1) or build(cls, *a, **k)))
+    arm = make_mixamo_armature(sub(sinew, "model").load_model())
+    scene = bpy.context.scene
+    scene.frame_end = 20
+    job = sub(sinew, "prepare").prepare_simulation(bpy.context, arm, [("ACTION", 0.1), ("ACTION", 0.1)],
+                                                   balance=False, residual=1.0, fatigue_scale=0.0)
+    assert len(built) == 1 and job.retargeter is not None
+    s = scene.sinew
+    s.armature, s.clip_source, s.length_mode, s.seconds = arm, "ACTION", "SECONDS", 0.2
+    s.fatigue_scale, s.balance, s.residual = 0.0, False, 1.0
+    built.clear()
+    assert not arm.sinew.retargeted  # the bake builds the display too
+    assert bpy.ops.sinew.simulate() == {"FINISHED"}, s.last_report
+    assert len(built) == 1 and arm.sinew.retargeted
+
+
 def test_render_active_muscle_redder(sinew, fresh, tmp_path):
     """Cycles (CPU, tiny): a fully active muscle renders redder than a relaxed one."""
-    core, display = sub(sinew, "core"), sub(sinew, "display")
-    rig = core.load_model()
+    display = sub(sinew, "display")
+    rig = sub(sinew, "model").load_model()
     arm = make_mixamo_armature(rig, with_action=False)
     bpy.context.scene.sinew.armature = arm
     arm.sinew.show_bones = False
-    core.retarget_to_model(bpy.context, arm)
+    sub(sinew, "retarget").retarget_to_model(bpy.context, arm)
     mus = bpy.data.objects[display.names_for(arm.name)["muscles"]]
     # two big thigh muscles, left active and right relaxed, everything else hidden by zero radius
     active, relaxed = rig.muscle_index("L_Rectus_Femoris"), rig.muscle_index("R_Rectus_Femoris")
@@ -329,8 +350,7 @@ def _bake_cmd(*args):
 
 @pytest.mark.smoke
 def test_batch_script(sinew, fresh, tmp_path):
-    core = sub(sinew, "core")
-    arm = make_mixamo_armature(core.load_model())
+    arm = make_mixamo_armature(sub(sinew, "model").load_model())
     scene_path = tmp_path / "scene.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(scene_path))
     out = tmp_path / "out.blend"
@@ -402,7 +422,7 @@ def _bake_command_checks(add_bake_parser, sinew, tmp_path):
 
     ap = argparse.ArgumentParser()
     add_bake_parser(ap.add_subparsers(dest="command"))
-    make_mixamo_armature(sub(sinew, "core").load_model())
+    make_mixamo_armature(sub(sinew, "model").load_model())
     scene_path = tmp_path / "scene.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(scene_path))
     out = tmp_path / "o.blend"
@@ -424,8 +444,9 @@ def test_library_override_rig(sinew, fresh, tmp_path):
     """A rig linked from another .blend as a library override: retarget, simulate and bake
     work on the override; the library file and its linked data are left exactly as they were,
     and the bake survives a save and reload."""
-    core, display = sub(sinew, "core"), sub(sinew, "display")
-    arm = make_mixamo_armature(core.load_model(), name="LinkedRig")
+    stored_mapping = sub(sinew, "bonemap").stored_mapping
+    display = sub(sinew, "display")
+    arm = make_mixamo_armature(sub(sinew, "model").load_model(), name="LinkedRig")
     coll = bpy.data.collections.new("RigCollection")
     bpy.context.scene.collection.children.link(coll)
     coll.objects.link(arm)
@@ -454,9 +475,9 @@ def test_library_override_rig(sinew, fresh, tmp_path):
     # the linked original itself is refused with a clear message, and nothing is written
     errors = sub(sinew, "engine.errors")
     with pytest.raises(errors.ParameterError, match="library override"):
-        core.retarget_to_model(bpy.context, lib_arm)
+        sub(sinew, "retarget").retarget_to_model(bpy.context, lib_arm)
     with pytest.raises(errors.ParameterError, match="library override"):
-        core.prepare_simulation(bpy.context, lib_arm, [(str(WALK), 0.5)])
+        sub(sinew, "prepare").prepare_simulation(bpy.context, lib_arm, [(str(WALK), 0.5)])
     s = scene.sinew
     s.armature = arm
     assert bpy.ops.sinew.retarget() == {"FINISHED"}
@@ -475,13 +496,13 @@ def test_library_override_rig(sinew, fresh, tmp_path):
     assert abs(pb.rotation_quaternion[0] - 1.0) > 1e-4
     # saved and reopened: the override keeps the new action and the bone map
     out, new_name = tmp_path / "shot.blend", new.name
-    mapping, scale = core.stored_mapping(arm), arm.sinew.model_scale
+    mapping, scale = stored_mapping(arm), arm.sinew.model_scale
     assert len(mapping) >= 20
     bpy.ops.wm.save_as_mainfile(filepath=str(out))
     bpy.ops.wm.open_mainfile(filepath=str(out))
     arm = next(o for o in bpy.data.objects if o.type == "ARMATURE" and o.override_library is not None)
     assert arm.animation_data.action.name == new_name
-    assert core.stored_mapping(arm) == mapping and arm.sinew.retargeted  # all of it (4.x kept 2 of 23, 5.0 none)
+    assert stored_mapping(arm) == mapping and arm.sinew.retargeted  # all of it (4.x kept 2 of 23, 5.0 none)
     assert arm.sinew.model_scale == pytest.approx(scale)
     assert _file_digest(lib_path) == digest, "the library .blend was written"
 
@@ -489,10 +510,10 @@ def test_library_override_rig(sinew, fresh, tmp_path):
 def test_display_settings(sinew, fresh):
     """The sidebar's display settings drive the plain data: colour channel, thickness, and the
     visibility of the muscles and of every bone-mesh part (viewport and render)."""
-    core, display = sub(sinew, "core"), sub(sinew, "display")
-    rig = core.load_model()
+    display = sub(sinew, "display")
+    rig = sub(sinew, "model").load_model()
     arm = make_mixamo_armature(rig, with_action=False)
-    core.retarget_to_model(bpy.context, arm)
+    sub(sinew, "retarget").retarget_to_model(bpy.context, arm)
     values = np.random.default_rng(1).random((3, rig.num_muscles, 3)).astype(np.float32)
     values[..., 0] = 0.0  # relaxed: every ring at the base radius
     display.write_take_table(bpy.context, arm, values, 1)

@@ -13,13 +13,12 @@ from .conftest import ROOT, WALK, bpy, make_mixamo_armature, sub
 
 
 def test_panel_holds_a_pose(sinew, fresh):
-    core = sub(sinew, "core")
-    arm = make_mixamo_armature(core.load_model())
+    arm = make_mixamo_armature(sub(sinew, "model").load_model())
     s = bpy.context.scene.sinew
     s.armature, s.clip_source, s.clip_path = arm, "FILE", str(WALK)
     s.length_mode, s.seconds, s.fatigue_scale, s.residual = "SECONDS", 0.5, 0.0, 0.0
     s.hold_pose, s.hold_at = True, 0.5
-    _, job = core.settings_job(bpy.context, s)
+    _, job = sub(sinew, "prepare").settings_job(bpy.context, s)
     ref = job.clips[0][0]
     assert ref.meta["held_at_s"] == 0.5 and not ref.qvel.any() and np.ptp(ref.q, axis=0).max() == 0.0
     assert bpy.ops.sinew.simulate() == {"FINISHED"}
@@ -27,7 +26,7 @@ def test_panel_holds_a_pose(sinew, fresh):
 
 
 def test_batch_script_holds_a_pose(sinew, fresh, tmp_path):
-    make_mixamo_armature(sub(sinew, "core").load_model())
+    make_mixamo_armature(sub(sinew, "model").load_model())
     scene_path = tmp_path / "scene.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(scene_path))
     cmd = [sys.executable, str(ROOT / "scripts" / "sinew_bake.py"), "--scene", str(scene_path), "--armature", "Mixamo",

@@ -36,8 +36,7 @@ def _scene_state(name="Mixamo"):
 
 
 def _setup(sinew, seconds=0.5):
-    core = sub(sinew, "core")
-    arm = make_mixamo_armature(core.load_model())
+    arm = make_mixamo_armature(sub(sinew, "model").load_model())
     s = bpy.context.scene.sinew
     s.armature = arm
     s.clip_source, s.clip_path, s.length_mode, s.seconds = "FILE", str(WALK), "SECONDS", seconds
@@ -113,7 +112,7 @@ def test_a_bake_that_fails_midway_takes_back_what_it_made(sinew, fresh, monkeypa
 
 def test_ctrl_c_stops_a_batch_bake_and_bakes_what_was_simulated(sinew, fresh, tmp_path):
     """`sinew bake` runs the batch script in its own session and forwards the signal."""
-    arm = make_mixamo_armature(sub(sinew, "core").load_model())
+    arm = make_mixamo_armature(sub(sinew, "model").load_model())
     scene_path = tmp_path / "scene.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(scene_path))
     out = tmp_path / "out.blend"
@@ -135,7 +134,7 @@ def test_ctrl_c_stops_a_batch_bake_and_bakes_what_was_simulated(sinew, fresh, tm
 
 def test_the_bake_refuses_an_unwritable_out_before_any_work(sinew, fresh, tmp_path):
     (tmp_path / "f").write_text("keep me")
-    make_mixamo_armature(sub(sinew, "core").load_model())
+    make_mixamo_armature(sub(sinew, "model").load_model())
     scene_path = tmp_path / "scene.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(scene_path))
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "sinew_bake.py"), "--scene", str(scene_path),

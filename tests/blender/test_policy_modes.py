@@ -16,22 +16,23 @@ STAND_POLICY = ROOT / "docs" / "results" / "dagger_stand_2026-11-24" / "stand.np
 
 @pytest.mark.smoke
 def test_panel_policy_modes_reach_the_take(sinew, fresh):
-    core, errors = sub(sinew, "core"), sub(sinew, "engine.errors")
-    arm = make_mixamo_armature(core.load_model())
+    settings_job = sub(sinew, "prepare").settings_job
+    errors = sub(sinew, "engine.errors")
+    arm = make_mixamo_armature(sub(sinew, "model").load_model())
     s = bpy.context.scene.sinew
     s.armature, s.clip_source, s.clip_path = arm, "FILE", str(WALK)
     s.hold_pose, s.hold_at = True, 0.5
     s.length_mode, s.seconds, s.fatigue_scale = "SECONDS", 1.0, 0.0
     s.controller, s.policy_path = "policy", str(STAND_POLICY)
     s.policy_mode, s.noise_scale = "generate", 0.0
-    _, job = core.settings_job(bpy.context, s)
+    _, job = settings_job(bpy.context, s)
     assert (job.mode, job.noise_scale, job.goals) == ("generate", 0.0, [])
     s.policy_mode, s.headings = "heading", "90@0.5"
     with pytest.raises(errors.ParameterError, match="no heading"):  # the stand policy has no high-level policy
-        core.settings_job(bpy.context, s)
+        settings_job(bpy.context, s)
     s.headings = "left"
     with pytest.raises(errors.ParameterError, match="--heading"):
-        core.settings_job(bpy.context, s)
+        settings_job(bpy.context, s)
     s.policy_mode = "generate"
     assert bpy.ops.sinew.simulate() == {"FINISHED"}
     assert "baked" in s.last_report and "fell" not in s.last_report
@@ -40,7 +41,7 @@ def test_panel_policy_modes_reach_the_take(sinew, fresh):
 
 
 def test_batch_script_policy_mode(sinew, fresh, tmp_path):
-    make_mixamo_armature(sub(sinew, "core").load_model())
+    make_mixamo_armature(sub(sinew, "model").load_model())
     scene_path = tmp_path / "scene.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(scene_path))
     cmd = [sys.executable, str(ROOT / "scripts" / "sinew_bake.py"), "--scene", str(scene_path), "--armature", "Mixamo",

@@ -21,27 +21,27 @@ def calibrated(tmp_path, sinew):
 
 
 def test_panel_settings_reach_the_take(sinew, fresh, calibrated):
-    core = sub(sinew, "core")
+    settings_job = sub(sinew, "prepare").settings_job
     errors = sub(sinew, "engine.errors")
-    arm = make_mixamo_armature(core.load_model())
+    arm = make_mixamo_armature(sub(sinew, "model").load_model())
     s = bpy.context.scene.sinew
     s.armature, s.clip_source, s.clip_path = arm, "FILE", str(calibrated)
     s.length_mode, s.seconds, s.fatigue_scale = "SECONDS", 0.8, 0.0
-    _, job = core.settings_job(bpy.context, s)
+    _, job = settings_job(bpy.context, s)
     cal = job.clips[0][0].meta["calibration"]
     assert cal["frames"] == 1 and cal["pose"] == "T-pose" and cal["skipped"] and job.pushes == []
     s.keep_calibration = True
-    _, kept = core.settings_job(bpy.context, s)
+    _, kept = settings_job(bpy.context, s)
     assert not kept.clips[0][0].meta["calibration"]["skipped"]
     assert kept.clips[0][0].num_frames == job.clips[0][0].num_frames + 4  # one frame at 30 fps = 4 at 120 Hz
     for bad, says in (("0.2:0,-150:0.2", "3 components"), ("0.2:0,-150,0:0.2:Hips", "bodies: Pelvis"),
                       ("0.7:0,-150,0:0.2", "after the take's end")):
         s.pushes = bad
         with pytest.raises(errors.ParameterError, match=says):
-            core.settings_job(bpy.context, s)
+            settings_job(bpy.context, s)
     s.keep_calibration = False
     s.pushes = "0.3:0,-150,0:0.2; 0.5:20,0,0:0.1:Torso"
-    _, job = core.settings_job(bpy.context, s)
+    _, job = settings_job(bpy.context, s)
     assert [(p.time, p.body) for p in job.pushes] == [(0.3, "Pelvis"), (0.5, "Torso")]
     assert bpy.ops.sinew.simulate() == {"FINISHED"}
     assert "push at 0.3 s: " in s.last_report and "push at 0.5 s: " in s.last_report
@@ -49,7 +49,7 @@ def test_panel_settings_reach_the_take(sinew, fresh, calibrated):
 
 
 def test_batch_script_pushes_and_keeps_calibration(sinew, fresh, tmp_path, calibrated):
-    make_mixamo_armature(sub(sinew, "core").load_model())
+    make_mixamo_armature(sub(sinew, "model").load_model())
     scene_path = tmp_path / "scene.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(scene_path))
     cmd = [sys.executable, str(ROOT / "scripts" / "sinew_bake.py"), "--scene", str(scene_path), "--armature", "Mixamo",

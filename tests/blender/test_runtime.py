@@ -42,8 +42,7 @@ def test_nothing_of_the_project_outside_the_extension(sinew):
                "pytest", "pluggy", "iniconfig", "packaging", "pygments", "pip", "setuptools"}
     assert set(dists) <= allowed, f"unexpected packages in the Blender-like Python: {set(dists) - allowed}"
     # in this process: the runtime modules from the installed wheels, no source tree anywhere
-    core = sub(sinew, "core")
-    core.load_model()
+    sub(sinew, "model").load_model()
     sub(sinew, "engine.control.tracking")
     for name in RUNTIME:
         mod = __import__(name)
@@ -64,9 +63,9 @@ def test_one_blas_thread_while_simulating(sinew):
     from threadpoolctl import threadpool_info
 
     assert "OPENBLAS_NUM_THREADS" not in os.environ, "run as Blender would, without the variable"
-    core = sub(sinew, "core")
     before = {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
-    job = core.SimulationJob([(core.check_clip_file(str(WALK)), 0.2)], 30, fatigue=core.fatigue_params())
+    jobs = sub(sinew, "job")
+    job = jobs.SimulationJob([(sub(sinew, "clips").check_clip_file(str(WALK)), 0.2)], 30, fatigue=jobs.fatigue_params())
     seen = []
     progress = job._progress
 

@@ -28,7 +28,6 @@ def bone_axes_walk(tmp_path, sinew):
 def test_an_armature_that_rests_as_a_line_retargets_simulates_and_bakes(sinew, fresh, bone_axes_walk):
     import addon_utils
 
-    core = sub(sinew, "core")
     addon_utils.enable("io_anim_bvh", default_set=True)
     bpy.ops.import_anim.bvh(filepath=str(bone_axes_walk), global_scale=0.01, update_scene_fps=True,
                             update_scene_duration=True, axis_forward="-Z", axis_up="Y")
@@ -41,7 +40,7 @@ def test_an_armature_that_rests_as_a_line_retargets_simulates_and_bakes(sinew, f
     s = bpy.context.scene.sinew
     s.armature = arm
     assert bpy.ops.sinew.retarget() == {"FINISHED"}
-    pose = json.loads(arm[core.POSE_KEY])
+    pose = json.loads(arm[sub(sinew, "retarget").POSE_KEY])
     assert pose["frame"] >= 0 and len(pose["rotations"]) == len(arm.data.bones)
     s.clip_source, s.length_mode, s.seconds, s.fatigue_scale = "ACTION", "SECONDS", 0.5, 0.0
     assert bpy.ops.sinew.simulate() == {"FINISHED"}, s.last_report
@@ -49,5 +48,5 @@ def test_an_armature_that_rests_as_a_line_retargets_simulates_and_bakes(sinew, f
     assert arm.animation_data.action != original and not take["summary"]["fell"]
     assert take["summary"]["joint_err_deg_mean"] < 8.0
     # the bake went back through the pose kept on the armature: the baked hips follow the clip's
-    rt = core.retargeter(arm)
+    rt = sub(sinew, "retarget").retargeter(arm)
     assert rt.pose.frame == pose["frame"]
