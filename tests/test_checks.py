@@ -78,7 +78,7 @@ def test_a_knee_bent_backwards_and_a_foot_on_its_side_are_named(rig):
     assert "past the model's range" in describe(rng[0])
     foot = _checks(rig, _turned(walk, "Character1_RightFoot", [0, 1, 0], 70, slice(0, None)))
     tipped = [f for f in foot if f["check"] == "tipped foot"]
-    assert [f["body"] for f in tipped] == ["TalusR"] and tipped[0]["worst"] > 60
+    assert [f["body"] for f in tipped] == ["TalusR"] and tipped[0]["worst"] > 50  # the ankle's 57 deg cone holds it
     assert not any(f["body"].endswith("L") for f in foot)  # the left foot, untouched, passes
 
 

@@ -28,10 +28,8 @@ def _heights(rig, space, clip):
 def test_planted_feet_are_put_on_the_floor(rig, source):
     """As retargeted, the sprint's right foot lands 2-4 cm up and sinks 5 cm into the floor;
     the walk's hovers up to 2 cm. Grounded, every planted frame's lowest corner is within a
-    few millimetres of PLANT_M, the pelvis went down only where a leg could not reach (a
-    stance foot held where the clip has it at mid-stance stretches the leg at toe-off: the
-    walk's pelvis 2.3 cm down at most with the feet only put on the floor, 3.6 with their
-    slides undone; the sprint's 2.4 and 5.1), no knee bends past its limit, and the rest of the body is the clip's."""
+    few millimetres of PLANT_M, the pelvis went down only where a leg could not reach, no
+    knee bends past its limit, and the rest of the body is the clip's."""
     from engine.control.grounding import PLANT_M
 
     space, raw, grounded = _clips(rig, source)
@@ -39,7 +37,7 @@ def test_planted_feet_are_put_on_the_floor(rig, source):
     h1, st1 = _heights(rig, space, grounded)
     assert np.abs(h0[st0] - PLANT_M).max() > 0.015  # the retargeted clip is off the floor somewhere
     assert np.abs(h1[st0] - PLANT_M).mean() < 0.003 and np.abs(h1[st0] - PLANT_M).max() < 0.012
-    assert 0 < grounded.grounding["pelvis_move_cm"] < 6.0
+    assert 0 < grounded.grounding["pelvis_move_cm"] < 3.0
     assert np.all(grounded.q[:, 2] <= raw.q[:, 2] + 1e-12)
     for side in "RL":
         b = rig.body_index("Tibia" + side)
@@ -124,51 +122,17 @@ def test_feet_are_moved_in_any_direction(rig):
     assert np.array_equal(move_feet(space, data, q, offset, 0.0)[:7], q[:7])
 
 
-@pytest.mark.parametrize("source", [WALK, None], ids=["walk", "cmu_walk"])
-def test_planted_feet_do_not_slide(rig, source):
-    """As retargeted, the bundled walk's planted feet slide 18 cm/s, the CMU walk's (another
-    actor, the model's proportions) 27 cm/s. Grounded, the same planted frames slide less
-    than a fifth of that (measured 0.7 and 3.7 cm/s), the move across the floor fades in and
-    out over the swing (no step between frames near a swing foot's speed) and nothing
-    moves more than MAX_SLIDE_M."""
-    from engine.control.grounding import MAX_SLIDE_M, _foot_tracks, slide_corrections
+def test_the_planted_feet_slide_is_reported(rig):
+    """The summary gives each planted foot's slide across the floor, computed another way here
+    (MuJoCo's own foot boxes, the same planted frames): the bundled walk's feet slide 16-19
+    cm/s as retargeted (a capture's foot skate; the physics' feet cannot follow it)."""
+    from engine.control.grounding import _foot_tracks
     from engine.motion.reference import planted
-    from tests import clips
 
-    source = source or clips.MOCAP_DIR / "cmu_07_01_walk.bvh"
-    space, raw, grounded = _clips(rig, source, loops=True)
-    before = _foot_tracks(space, raw.q, raw.cycle)
-    _, stance = planted(before, 120.0)
-    after = _foot_tracks(space, grounded.q, grounded.cycle)
-
-    def slide(tracks):  # cm/s over the planted frames
-        F = stance.shape[0]
-        d = np.stack([np.linalg.norm(nxt[:F, :2] - low[:F, :2], axis=1) for low, nxt in tracks], 1)
-        return d[stance].mean() * 100 * 120
-
-    assert slide(before) > 15 and slide(after) < 0.2 * slide(before), (slide(before), slide(after))
-    assert grounded.grounding["slide_cm_per_s"][1] < 0.2 * grounded.grounding["slide_cm_per_s"][0]
-    move = slide_corrections(before, stance, loop=True)
-    assert np.linalg.norm(move, axis=-1).max() <= MAX_SLIDE_M + 1e-9
-    jump = np.linalg.norm(np.diff(np.concatenate([move, move[:1]]), axis=0), axis=-1).max() * 120
-    assert jump < 1.5  # m/s (measured 1.1): well below a swing foot's ~4 m/s, around the loop's end too
-
-
-def test_slide_corrections_hold_a_sliding_foot_at_mid_stance():
-    """A made-up foot that slides 1 cm a frame over a 10-frame stance is held where it is at
-    mid-stance (the correction runs +5 .. -5 cm), rests at 0 in a long swing, and a clip played
-    once keeps its ends."""
-    from engine.control.grounding import slide_corrections
-
-    F = 40
-    low = np.zeros((F + 1, 3))
-    low[:, 0] = np.arange(F + 1) * 0.01
-    nxt = low[1:].copy()
-    stance = np.zeros((F, 2), bool)
-    stance[10:20] = True
-    tracks = [(low, nxt), (low, nxt)]
-    for loop in (True, False):
-        move = slide_corrections(tracks, stance, loop)[:, 0, 0]
-        np.testing.assert_allclose(move[10:21], 0.05 - 0.01 * np.arange(11), atol=1e-12)
-        np.testing.assert_allclose(low[10:21, 0] + move[10:21], low[15, 0], atol=1e-12)  # held still
-        assert np.all(np.diff(move[20:]) >= -1e-12)  # back towards the next stance's start
+    space, raw, grounded = _clips(rig, WALK)
+    tracks = _foot_tracks(space, raw.q, raw.cycle)
+    _, stance = planted(tracks, 120.0)
+    for k, (low, nxt) in enumerate(tracks):
+        slide = np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=1)[stance[:, k]].mean() * 120 * 100
+        assert grounded.grounding["slide_cm_per_s"][k] == pytest.approx(slide, abs=0.06)
+        assert 10 < slide < 30

@@ -34,6 +34,7 @@ ForeArmR/L, HandR/L ("" unmaps a body).
 def _summary_lines(ref, out: Path | None) -> list[str]:
     from ..motion.calibration import describe
     from ..motion.checks import summary_lines
+    from ..motion import limits
     from ..motion.cleanup import describe as repaired
 
     s = ref.summary()
@@ -45,7 +46,7 @@ def _summary_lines(ref, out: Path | None) -> list[str]:
         f"scale       {s['scale']:.4f} (model/source leg length), ground offset {100 * m['ground_offset_m']:+.1f} cm",
         f"root speed  {s['root_speed_mps']:.2f} m/s",
         f"foot skate  {s['foot_skate_cm_per_s']:.1f} cm/s while planted ({100 * s['contact_fraction']:.0f} % of foot-frames), "
-        f"{s.get('stance_sink_cm', 0.0):.1f} cm into the floor at most; a take holds planted feet still on the floor",
+        f"{s.get('stance_sink_cm', 0.0):.1f} cm into the floor at most (a take puts them on the floor)",
         f"lowest foot {s['lowest_foot_min_cm']:+.1f} .. {s['lowest_foot_max_cm']:+.1f} cm (mean {s['lowest_foot_mean_cm']:+.1f})",
     ]
     if m.get("calibration"):
@@ -55,6 +56,8 @@ def _summary_lines(ref, out: Path | None) -> list[str]:
         at = pose["frame"] / float(m.get("source_fps") or 1.0)
         lines.append(f"aligned on  the clip at {at:.2f} s (frame {pose['frame']}): the skeleton's rest pose does not "
                      "stand (joint axes along the bones); each foot on its flattest stance frame")
+    if m.get("limited"):
+        lines.append(f"limited     {limits.describe(m['limited'])}")
     if m.get("repaired"):
         lines.append(f"repaired    {repaired(m['repaired'])}")
     lines += [f"check       {line}" for line in summary_lines(m.get("checks"))]

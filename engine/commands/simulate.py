@@ -294,11 +294,11 @@ def report_markdown(take, files) -> str:
     if m.get("demands"):
         lines += ["", "What each clip asks of the body, solved along its reference with activations free in "
                   "[0, 1] (engine.control.demands; the bundled walk at strength 3: 15 N m, 0.02 body weights), and how far "
-                  "its stance feet were moved onto the floor and held still while planted (engine.control.grounding):", "",
+                  "its stance feet were moved onto the floor (engine.control.grounding):", "",
                   "| clip | unmet joint torque, mean / max (N m) | root help, mean / max (body weights) "
                   "| root torque help, mean / max (N m) | worst joints (N m) "
                   "| feet grounded: foot / pelvis moved (cm), share planted (right, left) "
-                  "| planted feet's slide, as retargeted -> as played (cm/s) |",
+                  "| planted feet's slide (cm/s, right, left) |",
                   "|---|---|---|---|---|---|---|"]
         for d in m["demands"]:
             worst = ", ".join(f"{k} {v:.0f}" for k, v in d["worst_joints"].items())
@@ -307,7 +307,7 @@ def report_markdown(take, files) -> str:
             g = d.get("grounding")
             moved = "-" if not g else (f"{g['foot_move_cm']:.1f} / {g['pelvis_move_cm']:.1f}, "
                                        f"{g['planted_share'][0]:.2f} / {g['planted_share'][1]:.2f}")
-            slid = "-" if not (g and g.get("slide_cm_per_s")) else "{:.1f} -> {:.1f}".format(*g["slide_cm_per_s"])
+            slid = "-" if not (g and g.get("slide_cm_per_s")) else "{:.0f} / {:.0f}".format(*g["slide_cm_per_s"])
             lines.append(f"| {Path(d['clip']).name} | {d['unmet_joint_torque_Nm_mean']:.0f} / {d['unmet_joint_torque_Nm_max']:.0f} | "
                          f"{d['root_help_body_weights_mean']:.2f} / {d['root_help_body_weights_max']:.2f} | {torque} | {worst} | {moved} "
                          f"| {slid} |")

@@ -9,26 +9,20 @@ up for a third of its stance. Tracked as it is, a hovering stance foot lands lat
 reference's pelvis is already being caught (the sprint asked ~0.4 body weights of root help
 that no contact could give, engine.control.demands), and a sunken one is pushed out.
 
-`ground_feet` moves each foot in each frame (the talus kept at its orientation, so the toes
-follow rigidly), by damped least squares over both legs' hip, knee and ankle and, only where a
-leg cannot reach (a stance knee already straight: no knee is bent past its limit), by lowering
-the pelvis; the arms, trunk and the pelvis's path otherwise stay the clip's. Two moves:
-
-- up or down by dz: the foot's lowest corner at PLANT_M where the foot is planted,
-  interpolated around the loop between plantings, so the swing keeps its shape relative to
-  the corrected landings;
-- across the floor, undoing a planted foot's slide (issue 44: a capture's foot skate, and a
-  foot planted on the actor's proportions that slides on the model's): within a stance the
-  foot is moved back by what its planted point has slid since the stance began, and after
-  it that move fades out over the swing (smoothstep) to nothing at the next stance. Rolling
-  over the heel or the toes slides no planted point, so the roll is kept. Capped at
-  MAX_SLIDE_M. Measured: the bundled walk's stance feet slide 12 cm/s as retargeted (up to
-  5 cm a stance), the CMU walk's 19-22 cm/s, a dance's 13-16 cm/s.
-
-A foot is planted in a frame by engine.motion.reference.planted (its lowest corner near the
-floor and still, relative to the foot's own peak speed). A still clip (a held pose) is left
-as it is: its feet never move, so none is planted by this rule, and the stand controller
-places them.
+`ground_feet` moves each foot straight up or down by dz in each frame (the talus kept at its
+orientation, so the toes follow rigidly), by damped least squares over both legs' hip, knee
+and ankle and, only where a leg cannot reach (a stance knee already straight: no knee is bent
+past its limit), by lowering the pelvis; the arms, trunk and the pelvis's path otherwise stay
+the clip's. dz puts the foot's lowest corner at PLANT_M where the foot is planted
+(engine.motion.reference.planted: its lowest corner near the floor and still, relative to the
+foot's own peak speed), and is interpolated around the loop between plantings, so the swing
+keeps its shape relative to the corrected landings. A still clip (a held pose) is left as it
+is: its feet never move, so none is planted by this rule, and the stand controller places
+them. A planted foot's slide across the floor is reported (`slide_cm_per_s`), not undone:
+holding each planted foot where the clip has it at mid-stance, the legs taking the change
+(the same IK), made the bundled walk track a little closer (10 s: 3.1 against 3.3 deg) and
+the CMU walk worse on each of three draws (4 s: one fell at 1.5 s; 4.8 and 5.3 against 4.7
+and 4.6 deg; docs/research/balance.md, twenty-eighth session).
 
 PLANT_M is below the floor because MuJoCo's contacts are soft: a loaded simulated foot sinks
 into the floor (its lowest corner 1.3 cm down at the median of a balanced walk's stance). The
@@ -46,8 +40,6 @@ from ..transforms import quat_to_axis_angle
 
 PLANT_M = -0.005  # m: where a planted foot's lowest corner is put: pressed into the soft floor
 SMOOTH_FRAMES = 1.0  # Gaussian sigma (frames at 120 Hz) of the correction along the loop
-MAX_SLIDE_M = 0.15  # a planted foot's slide is undone up to this far
-STANCE_GAP_FRAMES = 12  # a foot unplanted for this few frames between two stances slid on in one
 IK_ITERATIONS = 60
 IK_TOLERANCE = 1e-5  # m and rad
 IK_DAMPING = 1e-4  # damped least squares: lambda^2 per joint DOF
@@ -147,63 +139,6 @@ def move_feet(space, data, q: np.ndarray, dz: np.ndarray, root_weight: float) ->
     return q
 
 
-def slide_corrections(tracks, stance: np.ndarray, loop: bool = True) -> np.ndarray:
-    """(F, 2, 2) horizontal move of each foot (right, left) in each frame that undoes a
-    planted foot's slide (module docstring): within a stance, the planted point's slide
-    until its middle minus its slide until now (so the foot stays where the clip has it at
-    mid-stance; at most MAX_SLIDE_M); between stances, smoothstep from one stance's last
-    move to the next one's first (around the loop when `loop`, else held at the ends).
-    tracks: foot_tracks() of the F frames and the one after; stance (F, 2): `planted`. A
-    foot planted in every frame, or in none, is not moved."""
-    F = stance.shape[0]
-    out = np.zeros((F, 2, 2))
-    for s, (low, nxt) in enumerate(tracks):
-        m = stance[:, s]
-        if m.all() or not m.any():
-            continue
-        r = 0
-        if loop:  # count from the middle of the longest swing: no stance is cut by the loop's end
-            r0 = int(np.argmin(m))
-            a, b = max(_runs(~np.roll(m, -r0)), key=lambda ab: ab[1] - ab[0])
-            r = (r0 + (a + b) // 2) % F
-        m, step = np.roll(m, -r), np.roll(nxt[:F, :2] - low[:F, :2], -r, axis=0)
-        runs = _runs(m)
-        for (_, b0), (a1, _) in zip(runs, runs[1:]):  # a brief lift inside a stance is part of it
-            if a1 - b0 <= STANCE_GAP_FRAMES:
-                m[b0:a1] = True
-        runs = _runs(m)  # stance k: frames a .. b (its steps a .. b-1)
-        c = np.zeros((F + 1, 2))
-        known = np.zeros(F + 1, bool)
-        for a, b in runs:
-            slid = np.concatenate([np.zeros((1, 2)), np.cumsum(step[a:b], axis=0)])  # frames a .. b
-            moved = slid[(b - a) // 2] - slid
-            n = np.linalg.norm(moved, axis=1, keepdims=True)
-            c[a:b + 1] = moved * np.minimum(1.0, MAX_SLIDE_M / np.maximum(n, 1e-12))
-            known[a:b + 1] = True
-        idx = np.flatnonzero(known)
-        if loop:  # frame F is frame 0 of the next cycle, which is a swing frame here
-            idx = idx[idx < F]
-            xs = np.concatenate([idx - F, idx, idx + F])
-            ys = np.concatenate([c[idx]] * 3)
-        else:
-            xs, ys = idx, c[idx]
-        t = np.arange(F)
-        j = np.clip(np.searchsorted(xs, t, side="right"), 1, len(xs) - 1)  # xs[j-1] <= t < xs[j]
-        x0, x1 = xs[j - 1], xs[j]
-        x = np.clip((t - x0) / np.maximum(x1 - x0, 1), 0.0, 1.0)
-        w = x * x * (3 - 2 * x)
-        fill = ys[j - 1] * (1 - w)[:, None] + ys[j] * w[:, None]
-        res = np.where(known[:F, None], c[:F], fill)
-        out[:, s] = np.roll(res, r, axis=0)
-    return out
-
-
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """(start, end) of each run of True in mask."""
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
-    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2])]
-
-
 def _foot_tracks(space, q: np.ndarray, cycle) -> list:
     """foot_tracks of the frames of q and, after them, cycle.apply_q(q[0]) (the next cycle's
     first frame), with every body placed as the physics places it."""
@@ -223,39 +158,32 @@ def stance_frames(space, q: np.ndarray, cycle, fps: float) -> tuple[np.ndarray, 
     return planted(_foot_tracks(space, q, cycle), fps)
 
 
-def _slide_cm_per_s(tracks, stance: np.ndarray, fps: float) -> float:
-    """Mean slide speed of the planted points (cm/s) over the frames `stance` marks."""
-    F = stance.shape[0]
-    slide = np.stack([np.linalg.norm(nxt[:F, :2] - low[:F, :2], axis=1) for low, nxt in tracks], 1)
-    return round(float(slide[stance].mean() * 100 * fps), 2) if stance.any() else 0.0
-
-
-def ground_feet(space, q: np.ndarray, cycle, fps: float, loop: bool = True) -> tuple[np.ndarray, dict]:
-    """The clip q (F, nq; looped unless `loop` is False: frame F is cycle.apply_q(q[0])) with
-    its feet on the floor and its planted feet still (module docstring), and a summary: the
-    share of frames each foot (right, left) is planted, the largest foot and pelvis moves
-    (cm), and the planted feet's slide (cm/s) before and after."""
+def ground_feet(space, q: np.ndarray, cycle, fps: float) -> tuple[np.ndarray, dict]:
+    """The looped clip q (F, nq; frame F is cycle.apply_q(q[0])) with its feet on the floor
+    (module docstring), and a summary: the share of frames each foot (right, left) is
+    planted, the largest foot and pelvis moves (cm) and how fast each planted foot slides
+    across the floor (cm/s)."""
     data = mujoco.MjData(space.model)
     tracks = _foot_tracks(space, q, cycle)
     h, stance = planted(tracks, fps)
     if not stance.any():  # a still clip: nothing to do
         return q.copy(), dict(planted_share=[0.0, 0.0], foot_move_cm=0.0, pelvis_move_cm=0.0,
                               slide_cm_per_s=[0.0, 0.0])
-    move = np.concatenate([slide_corrections(tracks, stance, loop), corrections(h, stance)[..., None]], -1)
+    dz = corrections(h, stance)
     # a foot can always be raised (the knee bends), not always lowered (a stance leg is
     # nearly straight): first both legs and, where they cannot reach, the pelvis height;
     # then the legs alone for what is left
-    free = np.array([move_feet(space, data, qi, d, ROOT_WEIGHT)[2] - qi[2] for qi, d in zip(q, move)])
+    free = np.array([move_feet(space, data, qi, dz_i, ROOT_WEIGHT)[2] - qi[2] for qi, dz_i in zip(q, dz)])
     root = np.minimum(free, 0.0)
-    legs = move.copy()
-    legs[..., 2] -= root[:, None]
+    legs = dz - root[:, None]
     out = q.copy()
     out[:, 2] += root
     for i in range(len(q)):
         if np.abs(legs[i]).max() > 1e-4:
             out[i] = move_feet(space, data, out[i], legs[i], 0.0)
-    after = _foot_tracks(space, out, cycle)
+    slide = np.stack([np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=1) for low, nxt in tracks], 1) * fps
     return out, dict(planted_share=[round(float(x), 3) for x in stance.mean(axis=0)],
-                     foot_move_cm=round(100 * float(np.linalg.norm(move, axis=-1).max()), 2),
+                     foot_move_cm=round(100 * float(np.abs(dz).max()), 2),
                      pelvis_move_cm=round(100 * float(np.abs(root).max()), 2),
-                     slide_cm_per_s=[_slide_cm_per_s(tracks, stance, fps), _slide_cm_per_s(after, stance, fps)])
+                     slide_cm_per_s=[round(100 * float(slide[stance[:, k], k].mean()), 1) if stance[:, k].any() else 0.0
+                                     for k in range(2)])

@@ -253,7 +253,7 @@ class CyclicClip:
         if ground:  # the stance feet exactly on the floor
             from .grounding import ground_feet
 
-            q, self.grounding = ground_feet(space, q, self.cycle, PHYSICS_HZ, loop=not self.once)
+            q, self.grounding = ground_feet(space, q, self.cycle, PHYSICS_HZ)
         if self.once:
             qvel = once_velocities(space, q, cutoff_hz)
             qacc = np.gradient(qvel, 1.0 / PHYSICS_HZ, axis=0)

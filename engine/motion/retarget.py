@@ -47,6 +47,7 @@ from ..transforms import (
 from .calibration import Calibration, detect_calibration, skip_frames
 from .checks import check_reference
 from .cleanup import repair_spikes
+from .limits import within_range
 from .presets import resolve_mapping
 from .reference import Reference, foot_tracks, motion_metrics
 from .skeleton import SourceMotion, SourceSkeleton
@@ -454,7 +455,11 @@ class Retargeter:
         local[:, 0] = G[:, 0]
         par = rig.body_parent[1:]
         local[:, 1:] = quat_multiply(quat_conjugate(G[:, par]), G[:, 1:])
-        local = _continuous(quat_normalize(local))
+        local, limited = within_range(rig, quat_normalize(local))
+        local = _continuous(local)
+        if limited:  # the world rotations again, from the moved joints
+            for b in range(1, rig.num_bodies):
+                G[:, b] = quat_multiply(G[:, rig.body_parent[b]], local[:, b])
         root = self.scale * quat_rotate(self.heading, hips)
         body_rot, body_pos = model_bodies(rig, root, G)
         tracks = foot_tracks(rig, body_rot, body_pos)
@@ -484,6 +489,7 @@ class Retargeter:
             calibration=cal.meta(skipped=not keep_calibration),
             source_pose=self.pose.meta(),
             repaired=repaired,
+            limited=limited,
             hinge_off_axis_deg=off_deg,
             retarget_seconds=round(time.perf_counter() - t0, 3),
         )
