@@ -361,12 +361,12 @@ def test_balance_expert_episodes_are_the_same_in_forked_workers(tmp_path):
     assert tr.expert.params.weights.smooth == 0.0 and tr.expert.params.weights.activation == 1.0  # [dagger] smooth
     assert len(tr.starts) == 3 and [s["sim"]["steps"] for s in tr.starts] == [0, 12, 24]
     jobs = [dict(seed=[0, k], seconds=0.1, learner=False, velocity_noise=0.03) for k in range(2)]
-    forked = tr._play(jobs)
+    forked = tr.play(jobs)
     data = {k: np.array(v) for k, v in tr.data.items()}
     for v in tr.data.values():
         v.clear()
     tr.d.workers = 1
-    here = tr._play(jobs)
+    here = tr.play(jobs)
     assert forked == here and [t for t, _ in here] == pytest.approx([0.1, 0.1])
     assert len(data["label"]) == 24 and data["on"].any()
     # the walk config's policy outputs activations: the labels are the expert's, in [0, 1]
@@ -384,7 +384,7 @@ def test_balance_expert_episodes_are_the_same_in_forked_workers(tmp_path):
     real, dagger._episode_job = dagger._episode_job, _killed_episode
     try:
         with pytest.raises(SinewError, match="DAgger round 1: an episode's worker process ended"):
-            tr._play(jobs)
+            tr.play(jobs)
     finally:
         dagger._episode_job = real
     assert not mp.active_children(), [(p.name, p.pid, p.exitcode) for p in mp.active_children()]

@@ -189,3 +189,145 @@ def test_the_shared_check_sees_a_path_to_shared():
     assert all(SHARED_PATH.search(h) for h in hits)
     assert not any(SHARED_PATH.search(m) for m in misses)
     assert SHARED_PATH.search((COMMANDS / "sample_data.py").read_text())  # where the command line looks
+
+
+# research/: the scripts behind docs/research/*.md, run by hand (research/README.md). They lean
+# on the engine and training through public names only, and each still imports.
+RESEARCH = REPO / "research"
+PROJECT_PACKAGES = ("engine", "training")
+
+
+def research_scripts() -> list[Path]:
+    return sorted(RESEARCH.rglob("*.py"))
+
+
+def project_names_used(path: Path) -> list[tuple[int, str, str]]:
+    """(line, module, name) for each name `path` takes from engine or training: `from M import
+    name` (at any depth), and `alias.name` where alias is bound to an engine or training module
+    by an import in that scope or one around it and not assigned there (a local of the same name
+    is not the module)."""
+    found = []
+
+    def imports_in(body_nodes):
+        """alias -> module of the imports directly in a scope (not in nested functions)."""
+        out, assigned = {}, set()
+        stack = list(body_nodes)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                if not isinstance(node, ast.Lambda):
+                    assigned.add(node.name)
+                continue
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] in PROJECT_PACKAGES:
+                        out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+            elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in PROJECT_PACKAGES:
+                for a in node.names:
+                    found.append((node.lineno, node.module, a.name))
+                    out[a.asname or a.name] = f"{node.module}.{a.name}"
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                assigned.add(node.id)
+            elif isinstance(node, ast.arg):
+                assigned.add(node.arg)
+            stack.extend(ast.iter_child_nodes(node))
+        return out, assigned
+
+    def visit(scope, outer: dict):
+        body = scope.body if not isinstance(scope, ast.Lambda) else [scope.body]
+        args = scope.args.args + scope.args.kwonlyargs if hasattr(scope, "args") else []
+        own, assigned = imports_in(body)
+        assigned |= {a.arg for a in args}
+        aliases = {k: v for k, v in outer.items() if k not in assigned} | own
+        stack = list(body)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                visit(node, aliases)
+                continue
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+                found.append((node.lineno, aliases[node.value.id], node.attr))
+            stack.extend(ast.iter_child_nodes(node))
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), {})
+    return found
+
+
+def test_research_scripts_use_only_public_engine_names():
+    """Every name a research script takes from engine or training exists and is public (no
+    leading underscore): the engine may rename its private helpers without breaking them."""
+    import importlib
+    import importlib.util
+
+    bad = []
+    for path in research_scripts():
+        for line, module, name in project_names_used(path):
+            where = f"{path.relative_to(REPO)}:{line}: {module}.{name}"
+            if name.startswith("_") and not name.startswith("__"):
+                bad.append(f"{where} is private")
+                continue
+            try:
+                obj = importlib.import_module(module)
+            except ImportError:  # module.attr where `module` is itself a name from a module
+                parent, _, leaf = module.rpartition(".")
+                obj = getattr(importlib.import_module(parent), leaf, None)
+            exists = obj is not None and (hasattr(obj, name) or (
+                hasattr(obj, "__path__") and importlib.util.find_spec(f"{module}.{name}") is not None))
+            if not exists:
+                bad.append(f"{where} does not exist")
+    assert bad == []
+
+
+def test_the_research_check_sees_a_private_name(tmp_path):
+    """The check above could fail: it sees a private import, a private attribute of an imported
+    module (at any depth) and leaves a local that shadows a module's alias alone."""
+    f = tmp_path / "x.py"
+    f.write_text("import engine.control.plan as plan_mod\nfrom engine.control.coordination import _EPS\n"
+                 "def f():\n    return plan_mod._yaw\n"
+                 "def g():\n    import engine.control.plan as plan\n    return plan.PHYSICS_HZ\n"
+                 "def h(plan):\n    return plan.segments\n")
+    names = {(m, n) for _, m, n in project_names_used(f)}
+    assert {("engine.control.coordination", "_EPS"), ("engine.control.plan", "_yaw"),
+            ("engine.control.plan", "PHYSICS_HZ")} <= names
+    assert ("engine.control.plan", "segments") not in names
+
+
+RESEARCH_IMPORTER = """
+import importlib.util, json, sys
+from pathlib import Path
+root = Path(sys.argv[1])
+sys.path[:0] = [str(root), str(root / "research")]
+out = {}
+for p in sorted((root / "research").rglob("*.py")):
+    spec = importlib.util.spec_from_file_location("research_" + p.stem, p)
+    try:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        out[str(p.relative_to(root))] = "ok"
+    except ModuleNotFoundError as e:  # a third-party package this environment lacks
+        top = (e.name or "").split(".")[0]
+        out[str(p.relative_to(root))] = "ok" if top and top not in ("engine", "training") and not (
+            root / "research" / f"{top}.py").exists() else f"ModuleNotFoundError: {e}"
+    except BaseException as e:
+        out[str(p.relative_to(root))] = f"{type(e).__name__}: {e}"
+print(json.dumps(out))
+"""
+
+
+def test_research_scripts_import_without_running():
+    """Each research script imports (its work behind `if __name__ == "__main__":`): in one
+    subprocess, as `python research/X.py` would find the engine and its sibling scripts."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", MPLBACKEND="Agg")
+    run = subprocess.run([sys.executable, "-c", RESEARCH_IMPORTER, str(REPO)], capture_output=True, text=True,
+                         timeout=120, env=env, cwd=REPO)
+    assert run.returncode == 0, run.stderr[-2000:]
+    results = json.loads(run.stdout.strip().splitlines()[-1])
+    assert len(results) == len(research_scripts())
+    assert {k: v for k, v in results.items() if v != "ok"} == {}
+    main_guard = [str(p.relative_to(REPO)) for p in research_scripts()
+                  if not re.search(r"__name__ == [\"']__main__[\"']", p.read_text(encoding="utf-8"))]
+    assert main_guard == []

@@ -219,11 +219,11 @@ def test_solver_falls_back_and_keeps_a_warm_start(monkeypatch):
     G, rhs, reg, lo, hi, pull = _box_qp(3)
     zero = reg.copy()
     zero[0] = 0.0
-    x, _, lam = co._bounded_lsq(G, rhs, zero, lo, hi, "newton", None, pull)
+    x, _, lam = co.bounded_lsq(G, rhs, zero, lo, hi, "newton", None, pull)
     assert _kkt_error(x, G, rhs, zero, lo, hi, pull) < 1e-6
     assert lam.dtype.kind == "f" and np.allclose(lam, rhs - G @ x)
     monkeypatch.setattr(co, "_newton", lambda: lambda G, rhs, reg, lo, hi, pull, lam=None, info=None: (np.zeros(len(reg)), np.zeros(len(rhs)), False))
-    x, _, lam = co._bounded_lsq(G, rhs, reg, lo, hi, "newton", None, pull)
+    x, _, lam = co.bounded_lsq(G, rhs, reg, lo, hi, "newton", None, pull)
     assert _kkt_error(x, G, rhs, reg, lo, hi, pull) < 1e-6
     assert lam.dtype.kind == "f" and np.allclose(lam, rhs - G @ x)
 
@@ -234,8 +234,8 @@ def test_daqp_ignores_multipliers_given_as_a_warm_start():
     from engine.control import coordination as co
 
     G, rhs, reg, lo, hi, pull = _box_qp(4)
-    x0, _, _ = co._bounded_lsq(G, rhs, reg, lo, hi, "daqp", None, pull)
-    x1, _, _ = co._bounded_lsq(G, rhs, reg, lo, hi, "daqp", None, pull, np.full(len(rhs), 100.0), 284)
+    x0, _, _ = co.bounded_lsq(G, rhs, reg, lo, hi, "daqp", None, pull)
+    x1, _, _ = co.bounded_lsq(G, rhs, reg, lo, hi, "daqp", None, pull, np.full(len(rhs), 100.0), 284)
     assert np.abs(x0 - x1).max() < 1e-9
 
 

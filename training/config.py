@@ -62,7 +62,7 @@ class DaggerConfig:
     workers: int = 1               # processes playing a round's episodes (forked; the run is the same)
     # expert "balance": its answer is the mean of this many planners' (each its own seed and
     # plan): one planner's label is as noisy across seeds as the steering it carries
-    # (docs/research/label_noise.py); K times the cost a label
+    # (research/label_noise.py); K times the cost a label
     planners: int = 1
     # expert "balance": the tracker's weight on (a - a_prev)^2 (CoordinationWeights.smooth; the
     # product's 10): each label also leans on the activation before, which the policy does not

@@ -115,8 +115,8 @@ class PlannerEnsemble(Controller):
     the action is the mean of their activations. One planner's answer at a state varies by
     ~0.043 RMS across seeds, as much as its steering away from the tracker alone (0.053), so
     a network fit to one label a state learns its seeds' average at best
-    (docs/research/label_noise.py); the mean of 4 planners walks the fresh walk as one does
-    (docs/research/ensemble_expert.py: 8 s, 3.4-3.6 deg, two seeds). K times the cost a label."""
+    (research/label_noise.py); the mean of 4 planners walks the fresh walk as one does
+    (research/ensemble_expert.py: 8 s, 3.4-3.6 deg, two seeds). K times the cost a label."""
 
     def __init__(self, sim, plan, k: int, seed: int, params: TrackingParams):
         self.planners = [BalancePlanner(sim, plan, params, BalanceParams(), [seed, j]) for j in range(k)]
@@ -161,7 +161,7 @@ class DaggerTrainer:
         self.out.mkdir(parents=True, exist_ok=True)
         torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
-        self.model = _model(cfg)
+        self.model = build_model(cfg)
         self.rig = rig = self.model.rig
         self.gains = self.model.tm.gains
         self.gen = torch.Generator().manual_seed(cfg.seed + 11)
@@ -324,7 +324,7 @@ class DaggerTrainer:
         bad fit into the next); returns the loss, the RMS force error (f0; an activation policy's
         activation error) and the RMS generalised-force error (N m; nan without torque_weight)
         of the last 100 steps. The latent is sampled with sigma_prior's noise (eq. 41's
-        posterior) unless `latent_noise` says otherwise (a study of the fit: fit_study.py)."""
+        posterior) unless `latent_noise` says otherwise (a study of the fit: research/fit_study.py)."""
         m, cfg, d = self.model, self.cfg, self.d
         torch.manual_seed(cfg.seed + 1000 * self.round)
         m.vae = VAE(m.S, m.T, m.M, cfg.latent_dim, cfg.vae_hidden, cfg.policy_hidden, cfg.experts, cfg.gate_hidden)
@@ -380,7 +380,7 @@ class DaggerTrainer:
     def _learner(self) -> P.PolicyController:
         return P.PolicyController(self.policy_file(), self.rig, "track", self.track)
 
-    def _play(self, jobs: list[dict]) -> list[tuple[float, float]]:
+    def play(self, jobs: list[dict]) -> list[tuple[float, float]]:
         """Play episodes (each a dict of `episode`'s keywords, its rng a seed, `learner` a
         flag), labels gathered in order; returns each one's (seconds stood, joint error).
         With `workers` > 1 they are played in forked processes, each a copy of this trainer
@@ -416,7 +416,7 @@ class DaggerTrainer:
                      velocity_noise=d.velocity_noise, push=d.push_force > 0)
                 for k in range(d.episodes)]
         n0 = len(self.data["label"])
-        stood = [t for t, _ in self._play(jobs)]
+        stood = [t for t, _ in self.play(jobs)]
         t_fit = time.perf_counter()
         if not self.data["label"]:  # every episode fell at once: nothing to fit (the checkpoint before stays)
             raise SinewError(f"DAgger round {self.round + 1}: no labels to fit: every episode fell within "
@@ -431,7 +431,7 @@ class DaggerTrainer:
         fit_seconds = time.perf_counter() - t_fit
         # the policy alone from the start, unperturbed and perturbed: the round's figure, the
         # mean time stood (not labelled: a minute of quiet standing would outweigh the episodes)
-        evals = self._play([dict(seed=[self.cfg.seed, 7, k], seconds=d.eval_seconds, learner=True,
+        evals = self.play([dict(seed=[self.cfg.seed, 7, k], seconds=d.eval_seconds, learner=True,
                                  velocity_noise=d.velocity_noise if k else 0.0, start=0, label=False)
                             for k in range(d.eval_starts)])
         eval_stood = float(np.mean([t for t, _ in evals]))
@@ -627,7 +627,7 @@ _TRAINER: DaggerTrainer | None = None  # the trainer a forked episode process pl
 
 
 def _episode_here(tr: DaggerTrainer, job: dict) -> tuple[float, float]:
-    """One episode of `job` (DaggerTrainer._play) on this process's trainer, labels appended
+    """One episode of `job` (DaggerTrainer.play) on this process's trainer, labels appended
     to its data; (seconds stood, mean joint error in degrees)."""
     job = dict(job)
     rng = np.random.default_rng(job.pop("seed"))
@@ -645,7 +645,7 @@ def _episode_job(job: dict):
     return figures, tr.data
 
 
-def _model(cfg) -> Model:
+def build_model(cfg) -> Model:
     """The run's networks and the rig constants they need (the config's rig, PD gains, fatigue)."""
     rig = load_rig(cfg.rig).with_strength(cfg.strength)
     gains = PDGains.for_rig(rig, cfg.stiffness, cfg.damping)
@@ -654,7 +654,7 @@ def _model(cfg) -> Model:
 
 def model_from_checkpoint(ck: dict, cfg) -> Model:
     """The networks of a DAgger checkpoint's best round, for export (no simulation, no expert)."""
-    m = _model(cfg)
+    m = build_model(cfg)
     m.vae.load_state_dict((ck.get("best") or {}).get("vae", ck["vae"]))
     for k, v in ck["norm"].items():
         setattr(m, k, v)

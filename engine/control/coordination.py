@@ -162,7 +162,7 @@ def coordinate(tau, A, f0, flfv, fpe, lb, ub, weights: CoordinationWeights = Coo
     (the muscles' part only when the number of contact unknowns changed). solver: 'newton'
     (dual_newton, the default 'auto'; falls back to DAQP when it does not converge), 'daqp'
     (dual active set, DAQP), or 'lsq' (scipy.optimize.lsq_linear, BVLS). info: see
-    _bounded_lsq.
+    bounded_lsq.
     """
     M, nv = A.shape
     gain = f0 * flfv  # force per unit activation
@@ -196,7 +196,7 @@ def coordinate(tau, A, f0, flfv, fpe, lb, ub, weights: CoordinationWeights = Coo
     start = None
     if warm is not None:
         start = np.concatenate((np.asarray(warm, float), np.zeros(nc + nr + nd)))
-    z, status, act = _bounded_lsq(Gall, rhs, reg, lo, hi, solver, start, pull, active, M, info)
+    z, status, act = bounded_lsq(Gall, rhs, reg, lo, hi, solver, start, pull, active, M, info)
     x = z[:M]
     return CoordinationResult(x, G @ x - A.T @ (f0 * fpe), status, z[M:M + nc],
                               z[M + nc:M + nc + nr] if nr else np.zeros(6), act, z[M + nc + nr:] if nd else None)
@@ -320,7 +320,7 @@ def _exact_step(d, F, y, w, b, lo, hi) -> float:
     return float(knots[k] - c_at[k] / slopes[k]) if slopes[k] > 0 else float(knots[k])
 
 
-def _bounded_lsq(G, rhs, reg, lo, hi, solver, warm, pull, active=None, head=0, info=None):
+def bounded_lsq(G, rhs, reg, lo, hi, solver, warm, pull, active=None, head=0, info=None):
     """min ||G x - rhs||^2 + sum reg x^2 - 2 pull . x over lo <= x <= hi; returns (x, status,
     warm start for the next call). solver "newton" (dual_newton; "auto" picks it): the
     returned warm start is its multipliers. "daqp": its active bounds, and `active`
@@ -345,7 +345,7 @@ def _bounded_lsq(G, rhs, reg, lo, hi, solver, warm, pull, active=None, head=0, i
         if info is not None:
             info["fallback"] = True
         # a zero weight, or no convergence: another solver, and its multipliers for the next start
-        x, status, _ = _bounded_lsq(G, rhs, reg, lo, hi, "daqp" if _have_daqp() else "lsq", warm, pull)
+        x, status, _ = bounded_lsq(G, rhs, reg, lo, hi, "daqp" if _have_daqp() else "lsq", warm, pull)
         return x, status, rhs - G @ x
     if solver == "daqp":
         import daqp

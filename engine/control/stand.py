@@ -39,7 +39,7 @@ from scipy.linalg import solve_discrete_are
 
 from ..physics.base import q_to_state
 from ..physics.mujoco_backend import full_mass_matrix
-from .coordination import _bounded_lsq
+from .coordination import bounded_lsq
 from .tracking import TrackingController
 from ..simulation import MuscleCommand
 
@@ -317,7 +317,7 @@ class StandController(TrackingController):
         n_m = self.G0.shape[1]
         cost = 1.0 / np.maximum(1.0 - MF, 0.05) ** 2
         rows = self._rows
-        self.a0, _, _ = _bounded_lsq(rows[:, None] * self.G0, rows * (self.u0[6:] - self.g0), cost, np.zeros(n_m),
+        self.a0, _, _ = bounded_lsq(rows[:, None] * self.G0, rows * (self.u0[6:] - self.g0), cost, np.zeros(n_m),
                                      np.full(n_m, self.rig.strength), "newton", None, np.zeros(n_m))
         self.K = lqr_gains(self._A, self._B @ self.G0, self._Q, R_ACTIVATION * np.diag(cost))
 
@@ -367,7 +367,7 @@ class StandController(TrackingController):
         t1 = time.perf_counter()
         n_m = len(lb)
         info = {}
-        x, status, act = _bounded_lsq(self._rows[:, None] * G, self._rows * (wanted - g_pe), np.ones(n_m), lb,
+        x, status, act = bounded_lsq(self._rows[:, None] * G, self._rows * (wanted - g_pe), np.ones(n_m), lb,
                                       ub, "newton", self._warm, np.zeros(n_m), self._active, n_m, info)
         self._warm, self._active = x, act
         self.tally(t1 - t0, time.perf_counter() - t1, info)

@@ -1,6 +1,6 @@
 """How much of a balance-planner label is the sampler's draw (issue 20's DAgger labels)?
 
-    python docs/research/label_noise.py [--seeds 5] [--seconds 2.4]
+    python research/label_noise.py [--seeds 5] [--seconds 2.4]
 
 The planner (product settings) walks the bundled walk fresh; every 0.2 s its checkpoint is
 taken (the state a DAgger episode would be labelled in). At each, the planner is resumed
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from engine import fatigue as fat  # noqa: E402

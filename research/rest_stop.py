@@ -1,6 +1,6 @@
 """Prototype (twelfth session, not in the product): a walk that stops to rest and walks on.
 
-    python docs/research/rest_stop.py [--seconds 12] [--fatigue-scale 1] [--walk 3]
+    python research/rest_stop.py [--seconds 12] [--fatigue-scale 1] [--walk 3]
                                       [--resume-at 0.05] [--settle-speed 0.1] [--out rest.npy]
 
 The balance planner walks the bundled walk for --walk s, then the reference brakes evenly
@@ -18,10 +18,11 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
@@ -31,10 +32,13 @@ from engine.control.plan import MotionPlan, load_clip  # noqa: E402
 from engine.control.stand import StandController  # noqa: E402
 from engine.control.tracking import TrackingParams  # noqa: E402
 from engine.fatigue import FatigueParams  # noqa: E402
-from engine.motion.reference import _ARRAYS, Reference  # noqa: E402
+from engine.motion.reference import Reference  # noqa: E402
 from engine.rig import GROUPS, load_rig  # noqa: E402
 from engine.simulation import Simulation  # noqa: E402
 from engine.take import simulate  # noqa: E402
+
+# a Reference's per-frame arrays (its dataclass fields but the provenance `meta`)
+REFERENCE_ARRAYS = [f.name for f in fields(Reference) if f.name != "meta"]
 
 WALK = REPO.parent / "shared" / "reference" / "mass" / "motion" / "walk.bvh"
 HALTS = (54, 108)  # the bundled walk's double-support frames (both feet within ~1.5 cm of the floor)
@@ -59,7 +63,7 @@ class Bouts:
         sp, n = self.space, len(q)
         qvel = np.stack([sp.diff(q[max(i - 1, 0)], q[min(i + 1, n - 1)]) / ((min(i + 1, n - 1) - max(i - 1, 0)) / 120.0)
                          for i in range(n)])
-        arrays = {k: np.repeat(getattr(self.ref, k)[:1], n, axis=0) for k in _ARRAYS if k not in ("times", "q", "qvel")}
+        arrays = {k: np.repeat(getattr(self.ref, k)[:1], n, axis=0) for k in REFERENCE_ARRAYS if k not in ("times", "q", "qvel")}
         return Reference(times=np.arange(n) / 120.0, q=q, qvel=qvel, meta=dict(self.ref.meta, source="bout"), **arrays)
 
     def bout(self, start_step, clip_frame, q_from, total_steps, walk_s, accelerate=True):

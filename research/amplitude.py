@@ -1,6 +1,6 @@
 """A clip's motion scaled about its mean pose: a less powerful version of the same gait.
 
-    python docs/research/amplitude.py 1 0.9 0.8 0.7 0.6 0.5    # the sprint's demands at each scale
+    python research/amplitude.py 1 0.9 0.8 0.7 0.6 0.5    # the sprint's demands at each scale
 
 Every joint's rotation away from its mean over the clip (in the tangent space), the root's
 height about its mean, its tilt about its mean tilt, its heading about the clip's steady turn,
@@ -16,21 +16,27 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import engine.control.plan as plan_mod
+from engine.transforms import quat_heading
+
+
+def zquat(angle: float) -> np.ndarray:
+    """The rotation by `angle` about +Z as a quaternion (w, x, y, z)."""
+    return np.array([np.cos(angle / 2), 0.0, 0.0, np.sin(angle / 2)])
 
 
 def scale_amplitude(space, q0: np.ndarray, v0: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
     """(q, qvel) of the clip (q0, v0) with its motion scaled by `scale` about its mean pose."""
     F = len(q0)
-    yaw = np.unwrap([plan_mod._yaw(x[3:7]) for x in q0])
-    yaw_end = plan_mod._yaw(space.add(q0[-1], v0[-1] / plan_mod.PHYSICS_HZ)[3:7])
+    yaw = np.unwrap([float(quat_heading(x[3:7])) for x in q0])
+    yaw_end = float(quat_heading(space.add(q0[-1], v0[-1] / plan_mod.PHYSICS_HZ)[3:7]))
     yaw_end = yaw[0] + np.angle(np.exp(1j * (yaw_end - yaw[0])))
     yaw_lin = yaw[0] + np.arange(F) / F * (yaw_end - yaw[0])  # the clip's steady turn
     tilt = np.empty((F, 3))  # the root's orientation without its heading, as a rotation vector
     for i in range(F):
         t = np.empty(4)
-        mujoco.mju_mulQuat(t, plan_mod._zquat(-yaw[i]), q0[i, 3:7])
+        mujoco.mju_mulQuat(t, zquat(-yaw[i]), q0[i, 3:7])
         mujoco.mju_quat2Vel(tilt[i], t, 1.0)
     tilt_mean = tilt.mean(0)
     m = q0[0].copy()  # the joints' mean pose (the root's part of each difference is 0)
@@ -46,7 +52,7 @@ def scale_amplitude(space, q0: np.ndarray, v0: np.ndarray, scale: float) -> tupl
         r = tilt_mean + scale * (tilt[i] - tilt_mean)
         t, o = np.empty(4), np.empty(4)
         mujoco.mju_axisAngle2Quat(t, r / max(np.linalg.norm(r), 1e-12), np.linalg.norm(r))
-        mujoco.mju_mulQuat(o, plan_mod._zquat(yaw_lin[i] + scale * (yaw[i] - yaw_lin[i])), t)
+        mujoco.mju_mulQuat(o, zquat(yaw_lin[i] + scale * (yaw[i] - yaw_lin[i])), t)
         qi[3:7] = o
         q[i] = qi
     return q, frame_velocities(space, q)
@@ -89,7 +95,7 @@ if __name__ == "__main__":
     from engine.simulation import Simulation
 
     rig = load_rig().with_strength(3.0)
-    motion = Path(__file__).resolve().parents[3] / "shared" / "reference" / "mass" / "motion"
+    motion = Path(__file__).resolve().parents[2] / "shared" / "reference" / "mass" / "motion"
     ref = load_clip(rig, motion / "run.bvh")[0]
     original = plan_mod.CyclicClip.__init__
     for s in map(float, sys.argv[1:] or (1.0, 0.5)):

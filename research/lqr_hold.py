@@ -11,7 +11,7 @@ the generalised force on the 50 jointed DOFs, and the infinite-horizon discrete 
 u = u0 - K x. The muscles then produce u: activations in their 3CC-r bounds minimising
 sum w a^2 + |G a + g0 - u|^2 over the jointed rows (G: moment arms x f0 f_l f_v).
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/lqr_hold.py --frame 60 --seconds 20
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python research/lqr_hold.py --frame 60 --seconds 20
 """
 import argparse
 import sys
@@ -22,12 +22,12 @@ import mujoco
 import numpy as np
 from scipy.linalg import solve_discrete_are
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "docs" / "research"))
+sys.path.insert(0, str(ROOT / "research"))
 
 from engine.control import tracking as tr  # noqa: E402
-from engine.control.coordination import _bounded_lsq  # noqa: E402
+from engine.control.coordination import bounded_lsq  # noqa: E402
 from engine.simulation import MuscleCommand  # noqa: E402
 from root_acceleration_tracking import held_pose_bvh, simulate_with  # noqa: E402
 
@@ -185,7 +185,7 @@ class LQRHold(tr.TrackingController):
         w[foot_dofs] *= self.w_toe_rows
         if self.log:
             print("  toes: u0", self.u0[6:][foot_dofs].round(1), "passive", g0[foot_dofs].round(1))
-        self.a0, _, _ = _bounded_lsq(w * G, (w * (self.u0[6:] - g0)[:, None]).ravel(), np.full(n_m, self.w_effort),
+        self.a0, _, _ = bounded_lsq(w * G, (w * (self.u0[6:] - g0)[:, None]).ravel(), np.full(n_m, self.w_effort),
                                      np.full(n_m, self.a_floor), np.ones(n_m), "newton", None, np.zeros(n_m))
         miss = G @ self.a0 + g0 - self.u0[6:]
         self.G0, self.g00, self.w_rows = G, g0, w
@@ -234,7 +234,7 @@ class LQRHold(tr.TrackingController):
             u = self.G0 @ (self.a0 - self.Ka @ np.concatenate([dq, qd])) + self.g00
             mf = sim.fatigue.MF
             cost = self.w_effort * (1.0 + self.tired_cost * mf / np.maximum(1.0 - mf, 0.05))
-            x, status, act = _bounded_lsq(self.w_rows * G, (self.w_rows * (u - g0)[:, None]).ravel(), cost, lb,
+            x, status, act = bounded_lsq(self.w_rows * G, (self.w_rows * (u - g0)[:, None]).ravel(), cost, lb,
                                           np.maximum(ub, lb), "newton", self._warm, np.zeros(len(lb)), self._active, len(lb))
             self._warm, self._active = x, act
             self.stats["decisions"] += 1
@@ -258,7 +258,7 @@ class LQRHold(tr.TrackingController):
         Rm, r = w * G[6:], w * (u - g0[6:])
         n_m = len(lb)
         reg = np.full(n_m, self.w_effort)
-        x, status, act = _bounded_lsq(Rm, r, reg, lb, np.maximum(ub, lb), "newton", self._warm, np.zeros(n_m),
+        x, status, act = bounded_lsq(Rm, r, reg, lb, np.maximum(ub, lb), "newton", self._warm, np.zeros(n_m),
                                       self._active, n_m)
         self._warm, self._active = x, act
         self.stats["decisions"] += 1

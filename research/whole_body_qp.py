@@ -29,9 +29,9 @@ the character has not. `--set NAME=VALUE` sets any of these; `--log` prints the
 planned-against-realised accelerations, contacts and active joint limits. What it measured
 is in docs/research/balance.md (fourth session). From the repository root:
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/whole_body_qp.py --clip hold:0 --set mj_contacts=1
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/whole_body_qp.py --clip walk --set mj_contacts=1 --set w_com=0 --set w_root_xy=1
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/whole_body_qp.py --clip walk --seconds 20 --fatigue-scale 50 --residual 1 --set mj_contacts=1 --set w_com=0
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python research/whole_body_qp.py --clip hold:0 --set mj_contacts=1
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python research/whole_body_qp.py --clip walk --set mj_contacts=1 --set w_com=0 --set w_root_xy=1
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python research/whole_body_qp.py --clip walk --seconds 20 --fatigue-scale 50 --residual 1 --set mj_contacts=1 --set w_com=0
 """
 import argparse
 import sys
@@ -41,15 +41,19 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "docs" / "research"))
+sys.path.insert(0, str(ROOT / "research"))
 MOTION = ROOT.parent / "shared" / "reference" / "mass" / "motion"
 
 from engine.control import tracking as tr  # noqa: E402
-from engine.control.coordination import _EPS, BIG, CoordinationWeights, _bounded_lsq  # noqa: E402
+from engine.control.coordination import BIG, CoordinationWeights, bounded_lsq  # noqa: E402
 from engine.simulation import MuscleCommand  # noqa: E402
 from root_acceleration_tracking import held_pose_bvh, simulate_with  # noqa: E402
+
+LEVI_CIVITA = np.zeros((3, 3, 3))  # eps_ijk: (a x b)_i = eps_ijk a_j b_k
+LEVI_CIVITA[0, 1, 2] = LEVI_CIVITA[1, 2, 0] = LEVI_CIVITA[2, 0, 1] = 1.0
+LEVI_CIVITA[0, 2, 1] = LEVI_CIVITA[2, 1, 0] = LEVI_CIVITA[1, 0, 2] = -1.0
 
 
 class WholeBody(tr.TrackingController):
@@ -231,7 +235,7 @@ class WholeBody(tr.TrackingController):
         R = d.ximat[1:].reshape(-1, 3, 3)
         Iw = np.einsum("bij,bj,bkj->bik", R, m.body_inertia[1:], R)
         lin = mass[:, None] * (d.xipos[1:] - com)  # (B, 3)
-        return np.einsum("bij,nbj->in", Iw, w) + np.einsum("bi,nbj,kij->kn", lin, v, _EPS)
+        return np.einsum("bij,nbj->in", Iw, w) + np.einsum("bi,nbj,kij->kn", lin, v, LEVI_CIVITA)
 
     def _efc_jacobian(self):
         """MuJoCo's constraint Jacobian of the coming step, dense (nefc, nv)."""
@@ -412,7 +416,7 @@ class WholeBody(tr.TrackingController):
         pull = np.concatenate([smooth * self._warm if self._warm is not None else np.zeros(n_m), np.zeros(nc + k)])
         lo = np.concatenate([lb, np.zeros(nc), -self.residual_bound if res else []])
         hi = np.concatenate([np.maximum(ub, lb), np.full(nc, BIG), self.residual_bound if res else []])
-        z, status, act = _bounded_lsq(R, r, reg, lo, hi, self.solver, None, pull, self._active, n_m)
+        z, status, act = bounded_lsq(R, r, reg, lo, hi, self.solver, None, pull, self._active, n_m)
         x, beta, g = z[:n_m], z[n_m:n_m + nc], z[n_m + nc:]
         qdd = B @ z + b0
         self._warm, self._active = x, act

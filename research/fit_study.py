@@ -1,6 +1,6 @@
 """What limits the DAgger walk's fit on the learner's states? (issue 20)
 
-    python docs/research/fit_study.py RUN [--variants base,no_noise,...] [--eval-seconds 10]
+    python research/fit_study.py RUN [--variants base,no_noise,...] [--eval-seconds 10]
 
 RUN is a `sinew train` DAgger run folder (its checkpoint and labels.npz). Every variant fits
 new networks on the run's labels with one episode of each round held out (the learner's own
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from training.dagger import DaggerTrainer  # noqa: E402
@@ -131,7 +131,7 @@ def main() -> None:
         row = f"{name} | {len(some)} | {secs:.0f} | {last:.4f} | {e_seen:.4f} | {e_held:.4f} | {e_late:.4f}"
         if not args.no_eval and frac == 1:
             fit_variant(tr, name, None)
-            evals = tr._play([dict(seed=[tr.cfg.seed, 7, k], seconds=tr.d.eval_seconds, learner=True,
+            evals = tr.play([dict(seed=[tr.cfg.seed, 7, k], seconds=tr.d.eval_seconds, learner=True,
                                    velocity_noise=tr.d.velocity_noise if k else 0.0, start=0, label=False)
                               for k in range(tr.d.eval_starts)])
             row += " | " + " / ".join(f"{t:.2f}" for t, _ in evals) + " | " + " / ".join(f"{e:.1f}" for _, e in evals)

@@ -9,7 +9,7 @@ out the learner (the expert's action played with probability beta) and labels ev
 state with the expert's action; the MLP is refit on everything gathered. Then the learner
 stands alone from the balanced pose, and the report says for how long.
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/dagger_stand.py --frame 60 --rounds 6
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python research/dagger_stand.py --frame 60 --rounds 6
 """
 import argparse
 import sys
@@ -21,9 +21,9 @@ import mujoco
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "docs" / "research"))
+sys.path.insert(0, str(ROOT / "research"))
 
 from engine import fatigue as fat  # noqa: E402
 from engine.control import stand, tracking as tr  # noqa: E402
@@ -92,8 +92,7 @@ class Setup:
         q, qd = sim.physics.get_q()
         sim.physics.set_q(q, qd + qd_noise * rng.standard_normal(len(qd)))
         sim.state = sim.physics.body_state()
-        self.expert._design(sim.fatigue.MF)  # as it was designed at that point of its take
-        self.expert._designed_at = steps
+        self.expert.design_for(sim)  # as it was designed at that point of its take
 
     def features(self) -> np.ndarray:
         s, f = self.sim.state, self.sim.fatigue

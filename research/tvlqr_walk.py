@@ -19,8 +19,8 @@ time-varying LQR about the walk the product's tracker makes with it.
    --warp N: when a foot lands, the time index jumps to the nominal's nearest touchdown of
    that foot within N steps (2.3 s after the switch with N = 30: no better).
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/tvlqr_walk.py --seconds 6 --no-affine
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/tvlqr_walk.py --seconds 6 --t0 3 --no-affine --lsq
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python research/tvlqr_walk.py --seconds 6 --no-affine
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python research/tvlqr_walk.py --seconds 6 --t0 3 --no-affine --lsq
 
 Measured (fresh walk; the product without the residual falls at 1.17 s): without the affine
 term the replay walks all of a 2 s recording (8.3 deg) and falls at 2.2 s of a 6 s one
@@ -47,9 +47,9 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "docs" / "research"))
+sys.path.insert(0, str(ROOT / "research"))
 MOTION = ROOT.parent / "shared" / "reference" / "mass" / "motion"
 
 from engine import fatigue as fat  # noqa: E402
@@ -248,7 +248,7 @@ def main():
             lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, sim.muscles.dt, p_.F_eff, p_.LD, p_.LR)
             act = np.clip(REC["a"][t_rec] - K[t] @ dx - k[t], lb, np.maximum(ub, lb))
             if a.lsq:
-                from engine.control.coordination import _bounded_lsq
+                from engine.control.coordination import bounded_lsq
                 from engine.physics.mujoco_backend import full_mass_matrix
                 f0 = self.rig.muscle_f0
                 flfv, fpe, Am, _ = self.muscle_terms(sim, state, margin=-np.inf)
@@ -261,7 +261,7 @@ def main():
                     self._warm, self._act = REC["a"][t_rec].copy(), None
                 wanted = REC["G"][t_rec] @ (REC["a"][t_rec] - K[t] @ dx) + REC["pe"][t_rec]
                 n_m = len(lb)
-                x, status, self._act = _bounded_lsq(self._rw[:, None] * Gn, self._rw * (wanted - pen), a.reg * np.ones(n_m), lb,
+                x, status, self._act = bounded_lsq(self._rw[:, None] * Gn, self._rw * (wanted - pen), a.reg * np.ones(n_m), lb,
                                       np.maximum(ub, lb), "newton", self._warm, np.zeros(n_m), self._act, n_m, {})
                 self._warm = x
                 act = x

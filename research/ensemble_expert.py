@@ -1,6 +1,6 @@
 """Does the average of several balance planners' activations walk? (issue 20's DAgger labels)
 
-    python docs/research/ensemble_expert.py --planners 4 --seconds 8 [--seed 0]
+    python research/ensemble_expert.py --planners 4 --seconds 8 [--seed 0]
 
 label_noise.py found one planner label a state ~0.043 RMS noisy across seeds, as large as the
 steering it carries. A smoother label is the mean of K planners' activations at each state
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from engine import fatigue as fat  # noqa: E402

@@ -1,8 +1,8 @@
 """A clip replaced by what the body did when it played it with a small hand: a dynamics filter.
 
-    python docs/research/sprint_levers.py --name held --flight-help 0.03 --fps 120 --seconds 4 --out /tmp
-    python docs/research/dynamics_filter.py /tmp/held.npz 2.0          # the demands, before and after
-    python docs/research/sprint_levers.py --name filtered --cycle-from /tmp/held.npz:2.0 --seed 0
+    python research/sprint_levers.py --name held --flight-help 0.03 --fps 120 --seconds 4 --out /tmp
+    python research/dynamics_filter.py /tmp/held.npz 2.0          # the demands, before and after
+    python research/sprint_levers.py --name filtered --cycle-from /tmp/held.npz:2.0 --seed 0
 
 The nineteenth session found that a root hand of at most 22 N and 22 N m, only in flight,
 carries the sprint: the simulated take is then physically consistent but for that hand. One
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import engine.control.plan as plan_mod
 from amplitude import frame_velocities, install_edit
@@ -51,7 +51,7 @@ if __name__ == "__main__":
     from engine.simulation import Simulation
 
     rig = load_rig().with_strength(3.0)
-    motion = Path(__file__).resolve().parents[3] / "shared" / "reference" / "mass" / "motion"
+    motion = Path(__file__).resolve().parents[2] / "shared" / "reference" / "mass" / "motion"
     ref = load_clip(rig, motion / "run.bvh")[0]
     for label in ("as captured", "filtered"):
         if label == "filtered":

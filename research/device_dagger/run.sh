@@ -14,7 +14,7 @@
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
 #     -d .whl mujoco mujoco-core mujoco-studio glfw pyopengl daqp     # ~26 MB, same versions as the venv
 #   mkdir -p .walk && cp ../shared/reference/mass/motion/walk.bvh .walk/
-# then run `bash docs/research/device_dagger/run.sh` with carry [".whl", ".walk"] and a
+# then run `bash research/device_dagger/run.sh` with carry [".whl", ".walk"] and a
 # timeout of ~598 s. Sizing, from benchmarks/training_throughput.py on a 2-core machine (the
 # tracker at 1.6x real time there): four planners give ~0.57 labels/s a core and the snapshot
 # take at the start (snapshot_seconds) runs in one process, so a faster core matters as much
@@ -27,10 +27,10 @@ mkdir -p ../shared/reference/mass/motion && cp .walk/walk.bvh ../shared/referenc
 nproc; python3 -c "import sys, numpy, torch, mujoco, daqp; print(sys.version, numpy.__version__, torch.__version__, mujoco.__version__)"
 echo "setup $(( $(date +%s) - t0 )) s"
 RUN=/tmp/run
-timeout ${TRAIN_LIMIT:-525} python3 -m engine train --config docs/research/device_dagger/walk_16core.toml --out $RUN 2>&1 | tee $OUT/train.txt
+timeout ${TRAIN_LIMIT:-525} python3 -m engine train --config research/device_dagger/walk_16core.toml --out $RUN 2>&1 | tee $OUT/train.txt
 echo "train rc ${PIPESTATUS[0]} at $(( $(date +%s) - t0 )) s"
 cp $RUN/log.csv $OUT/ 2>/dev/null; cp $RUN/*.png $OUT/ 2>/dev/null
-python3 docs/research/device_dagger/pack_labels.py $RUN $OUT
+python3 research/device_dagger/pack_labels.py $RUN $OUT
 python3 -m engine export-policy $RUN --out $OUT/walk16.npz 2>&1 | tail -3
-timeout 25 python3 docs/research/device_dagger/fit_speed.py docs/research/device_dagger/walk_16core.toml 2>&1 | tee $OUT/fit_speed.txt
+timeout 25 python3 research/device_dagger/fit_speed.py research/device_dagger/walk_16core.toml 2>&1 | tee $OUT/fit_speed.txt
 ls -la $RUN $OUT; echo "done $(( $(date +%s) - t0 )) s"

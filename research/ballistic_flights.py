@@ -35,19 +35,29 @@ under the balance planner (fresh, seeds 0-3, seconds to the fall): 3.8 / 3.5 / 2
 against 3.7 / 8+ / 6.7 / 7.7 as captured. The flights' inconsistency moved into the stance
 next to them, which could not give it either.
 
-    python docs/research/ballistic_flights.py            # the demands, as captured and ballistic
-    python docs/research/sprint_levers.py --ballistic --name bf0 --seconds 8 --seed 0
+    python research/ballistic_flights.py            # the demands, as captured and ballistic
+    python research/sprint_levers.py --ballistic --name bf0 --seconds 8 --seed 0
 """
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mujoco
 import numpy as np
 
-from engine.motion.reference import CONTACT_HEIGHT_M
-from engine.control.plan import PHYSICS_HZ, _rot2, loop_accelerations
+from engine.control.plan import PHYSICS_HZ, loop_accelerations
+
+# a foot corner this close to the floor counts as touching it (engine.motion.reference's rule
+# when these were measured; the engine now asks for a planted foot: reference.planted)
+CONTACT_HEIGHT_M = 0.02
+
+
+def rot2(angle: float) -> np.ndarray:
+    """The 2-D rotation by `angle`."""
+    c, s = np.cos(angle), np.sin(angle)
+    return np.array([[c, -s], [s, c]])
+
 
 GRAVITY = np.array([0.0, 0.0, -9.81])
 RAMP_FRAMES = 4  # the stance frames either side over which the root's velocity eases into the flight's
@@ -133,7 +143,7 @@ def ballistic_flights(space, q: np.ndarray, v: np.ndarray, cycle, h: np.ndarray,
                                  core[-1] + 1 + np.arange(RAMP_FRAMES)])
         changes = np.concatenate([ramp[::-1, None] * change[0], change, ramp[:, None] * change[-1]])
         for k, dv in zip(frames, changes):
-            turned = _rot2(-(k // F) * cycle.yaw) @ dv[:2]  # into frame k's own cycle
+            turned = rot2(-(k // F) * cycle.yaw) @ dv[:2]  # into frame k's own cycle
             out[k % F, :2] += turned
             out[k % F, 2:6] += dv[2:]
     return out, dict(flights=len(spans), frames=int(sum(len(s) for s in spans)),
@@ -167,7 +177,7 @@ def demands_before_after(install_edit, label: str, names) -> None:
     from engine.simulation import Simulation
 
     rig = load_rig().with_strength(3.0)
-    motion = Path(__file__).resolve().parents[3] / "shared" / "reference" / "mass" / "motion"
+    motion = Path(__file__).resolve().parents[2] / "shared" / "reference" / "mass" / "motion"
     clips = {name: load_clip(rig, motion / f"{name}.bvh")[0] for name in names}
     for edit in ("as captured", label):
         if edit == label:

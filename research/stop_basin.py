@@ -1,10 +1,10 @@
 """Research (thirteenth session): which hand-over stands a walk that the planner has braked.
 
-    python docs/research/stop_basin.py record [--walk 3] [--out stop_states.pkl]
-    python docs/research/stop_basin.py try [--states stop_states.pkl] [--variant current] [--seconds 4]
+    python research/stop_basin.py record [--walk 3] [--out stop_states.pkl]
+    python research/stop_basin.py try [--states stop_states.pkl] [--variant current] [--seconds 4]
 
 record: the balance planner walks the bundled walk (fresh) for --walk s and brakes to a halt
-frame as docs/research/rest_stop.py does, and the simulation's state is kept every 6 steps
+frame as research/rest_stop.py does, and the simulation's state is kept every 6 steps
 from the halt for 2 s (MuJoCo's qpos, qvel, contact warm start; the 3CC-r state).
 try: from each kept state, a stand controller (the variant) takes over and plays --seconds;
 one line per state: the pelvis's speed and the centre of mass's capture point against the
@@ -20,9 +20,9 @@ from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "docs" / "research"))
+sys.path.insert(0, str(REPO / "research"))
 
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
@@ -99,7 +99,7 @@ def com_state(sim) -> tuple[np.ndarray, np.ndarray, float]:
 def support(sim, rig) -> np.ndarray:
     """Horizontal corners of the foot boxes touching the floor (within 1 cm)."""
     d = sim.physics.data
-    feet = np.array(stand._feet(rig)[0])
+    feet = np.array([rig.body_index(n + side) for side in "RL" for n in ("Talus", "FootThumb", "FootPinky")])
     signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
     corners = 0.5 * signs[None] * rig.body_size[feet][:, None]
     R = d.ximat[feet + 1].reshape(-1, 3, 3)

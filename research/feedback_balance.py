@@ -16,7 +16,7 @@ frame conventions: the rig's joint frames are world-aligned at rest, x the chara
 tilts the shank to the right; +pitch of the spine leans forward, +roll to the left. Reports the time to fall (or the take's end) and the
 mean joint error. Run from the repository root:
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/feedback_balance.py --seconds 10 \
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python research/feedback_balance.py --seconds 10 \
         --grid c_v=0,0.1,0.2,0.4 c_d=0,0.5,1
 """
 import argparse
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import mujoco  # noqa: E402
@@ -97,6 +97,9 @@ class Feedback:
         return dv
 
 
+PLAIN_STEER = {}  # controller class -> its steer() before run() adds the feedback
+
+
 def feedback_steer(base):
     """A controller class's steer() with the feedback added after its own offsets."""
     def steer(self, q_ref, step):
@@ -116,11 +119,10 @@ def run(rig, clip, seconds, gains, scale=1.0, pushes=(), candidates=0, seed=0):
     from engine.control.tracking import TrackingController
 
     Feedback.gains = dict(GAINS, **gains)
-    if not hasattr(TrackingController, "_plain_steer"):
-        TrackingController._plain_steer = TrackingController.steer
-        bal.OffsetTracker._plain_steer = bal.OffsetTracker.steer
-        TrackingController.steer = feedback_steer(TrackingController._plain_steer)
-        bal.OffsetTracker.steer = feedback_steer(bal.OffsetTracker._plain_steer)
+    if not PLAIN_STEER:  # both classes' own steer() kept before either is replaced
+        PLAIN_STEER.update({cls: cls.steer for cls in (TrackingController, bal.OffsetTracker)})
+        for cls, steer in PLAIN_STEER.items():
+            cls.steer = feedback_steer(steer)
     planner = bal.BalanceParams(candidates=candidates, workers=bal.default_workers()) if candidates else None
     take = simulate(rig, [(clip, seconds)], fatigue=FatigueParams(scale=scale), seed=seed,
                     params=TrackingParams(residual=0.0, balance=planner), pushes=pushes, progress=lambda f: None)

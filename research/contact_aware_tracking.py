@@ -7,14 +7,14 @@ that prediction, so the plan's ground force is the physics' by construction (no 
 unknowns, no residual). See docs/research/balance.md for what it measured. Run from the
 repository root:
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/contact_aware_tracking.py 3 extra_rot=1000.0 d_root_t=0.01 w_com=1.0
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python research/contact_aware_tracking.py 3 extra_rot=1000.0 d_root_t=0.01 w_com=1.0
 """
 import sys, time
-sys.path.insert(0, str(__import__('pathlib').Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(__import__('pathlib').Path(__file__).resolve().parents[1]))
 import numpy as np, mujoco
 from engine import fatigue as fat
 from engine.control.tracking import TrackingController, TrackingParams
-from engine.control.coordination import _bounded_lsq
+from engine.control.coordination import bounded_lsq
 from engine.simulation import MuscleCommand
 
 G = np.array([0, 0, -9.81])
@@ -112,7 +112,7 @@ class CA(TrackingController):
         reg = np.full(len(lb), self.w_act + (self.w_smooth if self._warm is not None else 0.0))
         pull = self.w_smooth * self._warm if self._warm is not None else np.zeros(len(lb))
         t1 = time.perf_counter()
-        x, status, act = _bounded_lsq(Gp, rhs, reg, lb, np.maximum(ub, lb), 'daqp', self._warm, pull, self._active, len(lb))
+        x, status, act = bounded_lsq(Gp, rhs, reg, lb, np.maximum(ub, lb), 'daqp', self._warm, pull, self._active, len(lb))
         t2 = time.perf_counter()
         self._warm, self._active = x, act
         pred = a0 + Phi @ (Gm @ x)
@@ -136,7 +136,7 @@ def run(secs=3.0, clip='walk', scale=1.0, cls=CA, every=12, **kw):
     TR.TrackingController = lambda sim, plan, params: cls(sim, plan, params)
     rig = load_rig('human284')
     try:
-        motion = __import__('pathlib').Path(__file__).resolve().parents[3] / 'shared' / 'reference' / 'mass' / 'motion'
+        motion = __import__('pathlib').Path(__file__).resolve().parents[2] / 'shared' / 'reference' / 'mass' / 'motion'
         take = T.simulate(rig, [(str(motion / ('%s.bvh' % clip)), secs)], params=TrackingParams(residual=0.0),
                           fatigue=fat.FatigueParams(scale=scale), fps=30)
     finally:

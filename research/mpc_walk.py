@@ -21,9 +21,9 @@ stage (a homotopy from the tracker's supported walk to none); with `--tvlqr` the
 tracker's own walk with its residual, re-recorded every `--every` steps and played without
 the residual by a time-varying LQR about it. `--clip hold:N` holds walk frame N.
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/mpc_walk.py --seconds 1.5 --iters 2 --verbose
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/mpc_walk.py --clip hold:60 --seconds 4 --verbose
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/mpc_walk.py --tvlqr --guide-residual 1 \\
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python research/mpc_walk.py --seconds 1.5 --iters 2 --verbose
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python research/mpc_walk.py --clip hold:60 --seconds 4 --verbose
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python research/mpc_walk.py --tvlqr --guide-residual 1 \\
         --horizon 240 --every 60 --seconds 6 --verbose
 
 Measured (docs/research/balance.md, seventh session): every variant falls sooner than or
@@ -39,9 +39,9 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "docs" / "research"))
+sys.path.insert(0, str(ROOT / "research"))
 MOTION = ROOT.parent / "shared" / "reference" / "mass" / "motion"
 
 from engine import fatigue as fat  # noqa: E402

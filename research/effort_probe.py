@@ -1,6 +1,6 @@
 """What a tracked clip costs the legs: the cheap first judge of a gait for a tired take.
 
-    python docs/research/effort_probe.py [--clip walk.bvh] [--seconds 6] [--activation-weight 1]
+    python research/effort_probe.py [--clip walk.bvh] [--seconds 6] [--activation-weight 1]
                                          [--rig human284] [--fatigue-scale 1] [--residual 1]
 
 Plays the clip with the tracking controller (with the root residual by default, so the take
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402

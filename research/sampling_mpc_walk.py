@@ -19,7 +19,7 @@ w_j (mean joint error / 10 deg)^2 + w_u |offsets|^2, and 1000 a step for every s
 once the pelvis is below fall_z (a fall seen coming). A push (TIME:FX,FY,FZ:SECONDS at the
 pelvis) is not known to the planner.
 
-    cd docs/research && OPENBLAS_NUM_THREADS=1 ../../.venv/bin/python sampling_mpc_walk.py N=16 H=96 seconds=20
+    cd research && OPENBLAS_NUM_THREADS=1 ../.venv/bin/python sampling_mpc_walk.py N=16 H=96 seconds=20
 
 Measured in docs/research/balance.md ("Ninth session"). Cost: ~37 s of CPU per simulated
 second with N = 16, H = 96 on the 2-core machine (two workers): a research planner, and an
@@ -33,9 +33,9 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "docs" / "research"))
+sys.path.insert(0, str(ROOT / "research"))
 MOTION = ROOT.parent / "shared" / "reference" / "mass" / "motion"
 
 from engine import fatigue as fat  # noqa: E402

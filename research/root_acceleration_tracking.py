@@ -11,8 +11,8 @@ feet in contact; `support`, the centroid of MuJoCo's contact points; `clipped`, 
 clipped into the contact points' bounding box less 1 cm. `--dz` lowers the
 reference (metres). See docs/research/balance.md for what it measured. Run from the repository root, e.g.
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/root_acceleration_tracking.py --clip hold:52 --seconds 10
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python docs/research/root_acceleration_tracking.py --clip walk --w-da 1 --log
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python research/root_acceleration_tracking.py --clip hold:52 --seconds 10
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python research/root_acceleration_tracking.py --clip walk --w-da 1 --log
 """
 import argparse
 import sys
@@ -21,13 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 MOTION = ROOT.parent / "shared" / "reference" / "mass" / "motion"
 
 from engine import fatigue as fat  # noqa: E402
 from engine.control import tracking as tr  # noqa: E402
-from engine.control.coordination import BIG, _bounded_lsq  # noqa: E402
+from engine.control.coordination import BIG, bounded_lsq  # noqa: E402
 from engine.simulation import MuscleCommand  # noqa: E402
 
 
@@ -89,7 +89,7 @@ class RootAcceleration(tr.TrackingController):
         com = self.com_task(sim, q_ref, n_m, nc) if self.w_com and nc else None
         if com is not None:
             rows, rhs = np.vstack([rows, com[0]]), np.concatenate([rhs, com[1]])
-        z, status, act = _bounded_lsq(rows, rhs, reg, lo, hi, "daqp", None, pull, self._active, n_m)
+        z, status, act = bounded_lsq(rows, rhs, reg, lo, hi, "daqp", None, pull, self._active, n_m)
         x, beta, da = z[:n_m], z[n_m:n_m + nc], z[n_m + nc:]
         self._warm, self._active = x, act
         self._planned_ground = (Jc.T @ beta)[:3]
