@@ -88,3 +88,18 @@ def test_a_retargeted_pirouette_is_inside_every_cone(rig):
     angle = np.linalg.norm(quat_to_axis_angle(ref.local_rot[:, balls]), axis=-1)
     assert np.all(angle <= cone[balls] + 1e-6)
     assert not [f for f in ref.meta["checks"] if f["check"] == "range" and rig.joint_type[rig.body_index(f["body"])] == BALL]
+
+
+def test_sinew_retarget_says_what_it_limited_and_how_the_feet_slide(tmp_path, capsys):
+    """The command's summary names the joints held at their range (the pirouette's hands)
+    and the planted feet's slide."""
+    from engine.commands.main import main
+
+    from .conftest import MASS
+
+    assert main(["retarget", str(MASS / "motion" / "pirouette.bvh"), "--out", str(tmp_path / "p.npz")]) == 0
+    out = capsys.readouterr().out
+    limited = [line for line in out.splitlines() if line.startswith("limited")]
+    assert len(limited) == 1 and "HandR" in out and "joints held at the model's range" in limited[0]
+    skate = [line for line in out.splitlines() if line.startswith("foot skate")]
+    assert len(skate) == 1 and "cm/s while planted" in skate[0]
