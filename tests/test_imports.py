@@ -79,6 +79,13 @@ def test_the_engine_has_no_import_circle():
     assert circles(import_graph()) == []
 
 
+def test_training_has_no_import_circle():
+    """The task trainer once read the trainer's private window helpers and log writer while
+    the trainer imported the task (issue 46): the buffer, its windows and the log now have
+    their own modules."""
+    assert circles(import_graph(REPO / "training")) == []
+
+
 def test_the_engine_does_not_import_training():
     """training depends on the engine, not the other way round: its commands reach `sinew`
     through the entry points "sinew.commands" (engine/commands/main.py), and the Blender extension ships

@@ -77,7 +77,7 @@ def _tiny(**changes):
 
 
 def _rows(run):
-    from training.trainer import read_log
+    from training.log import read_log
 
     return [r for r in read_log(run / "log.csv") if np.isnan(r["task_loss"])]
 
@@ -318,7 +318,8 @@ def test_target_error_and_imitation_updates(tmp_path):
     """L_target is eq. 11's target length against the reference's muscle length: zero for the
     action a = l_ref / l_tpose - 1, the mean squared relative difference in units of
     muscle_scale for a = 0; the model-free updates lower it at the buffer's real states."""
-    from training.trainer import Trainer, _ref, _state
+    from training.buffer import window_reference, window_state
+    from training.trainer import Trainer
 
     tr = Trainer(_tiny(workers=0, eval_every=0, imitation_updates=0, lr_vae=3e-3), tmp_path / "run")
     tr.step()
@@ -331,10 +332,10 @@ def test_target_error_and_imitation_updates(tmp_path):
     ref = (((r - lr) / r / tr.cfg.muscle_scale) ** 2).mean(-1)
     assert zero.min() > 1.0 and np.allclose(zero, ref, rtol=1e-5)
     with torch.no_grad():
-        before = float(m.imitation_loss(_state(w, 0), _ref(w, 0), rl)[0])
+        before = float(m.imitation_loss(window_state(w, 0), window_reference(w, 0), rl)[0])
     for _ in range(60):
         tr.train_imitation()
     with torch.no_grad():
-        after = float(m.imitation_loss(_state(w, 0), _ref(w, 0), rl)[0])
+        after = float(m.imitation_loss(window_state(w, 0), window_reference(w, 0), rl)[0])
     tr.close()
     assert after < 0.5 * before, (before, after)

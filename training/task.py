@@ -48,7 +48,8 @@ def task_loss(model, task_net, st: dict, heading: torch.Tensor, speed: torch.Ten
 
 def train_task(trainer, iterations: int) -> None:
     """Algorithm 2 on the trainer's buffer; logs rows with task_loss (iteration = task step)."""
-    from .trainer import LOG_COLUMNS, _state
+    from .buffer import window_state
+    from .log import LOG_COLUMNS
 
     m, tc = trainer.model, trainer.cfg.task
     for p in list(m.vae.parameters()) + list(m.wm.parameters()):
@@ -59,7 +60,7 @@ def train_task(trainer, iterations: int) -> None:
             starts = trainer.buffer.valid_starts(1)
             pick = starts[trainer.rng.integers(0, len(starts), tc.batch_size)]
             w = trainer.buffer.windows(pick, 1)
-            st = _state(w, 0)
+            st = window_state(w, 0)
             heading = torch.as_tensor(trainer.rng.uniform(-math.pi, math.pi, tc.batch_size), dtype=torch.float32)
             speed = torch.as_tensor(trainer.rng.uniform(tc.speed_min, tc.speed_max, tc.batch_size), dtype=torch.float32)
             loss, herr, spd = task_loss(m, m.task, st, heading, speed, tc, trainer.gen)
@@ -71,7 +72,7 @@ def train_task(trainer, iterations: int) -> None:
             trainer.seconds += time.perf_counter() - t0
             row = {k: float("nan") for k in LOG_COLUMNS}
             row.update(iteration=trainer.task_iteration, seconds=trainer.seconds, task_loss=float(loss.detach()))
-            trainer._log(row)
+            trainer.log_row(row)
             trainer.last = {**trainer.last, "task_loss": float(loss.detach()), "task_heading_err_rad": herr,
                             "task_speed_mps": spd}
             if trainer.task_iteration % trainer.cfg.checkpoint_every == 0:

@@ -7,7 +7,6 @@ windows; checkpoints that resume exactly; a CSV log and a learning-curve PNG.
 """
 from __future__ import annotations
 
-import csv
 import json
 import math
 import time
@@ -18,89 +17,22 @@ import torch
 
 from engine import fatigue as fat
 from engine.control import policy as P
-from engine.atomic import atomic_open, atomic_path, write_text
+from engine.atomic import atomic_path, write_text
 from engine.errors import InputFileError, SinewError
-from engine.figures import save
 from engine.interrupt import StopFlag, children_ignore_sigint
 from engine.muscle_step import PDGains
 from engine.progress import Progress
 from engine.rig import load_rig
 
-from .collect import FIELDS, CollectorPool, field_shapes, fatigue_curve, load_clip, random_fatigue
+from .buffer import Buffer, window_reference, window_state
+from .collect import CollectorPool, fatigue_curve, load_clip, random_fatigue
 from .config import TrainConfig, config_from_dict
+from .log import EVAL_HORIZON, LOG, LOG_COLUMNS, PLOT, append_row, drop_rows_after, plot_log
 from .model import Model
 from .torch_muscle import TorchMuscleSystem
 
 CHECKPOINT = "checkpoint.pt"
-LOG = "log.csv"
-PLOT = "learning_curve.png"
-EVAL_HORIZON = 8  # the world model's n-step prediction error reported in the log
 STD_FLOOR = 0.05
-LOG_COLUMNS = ["iteration", "samples_total", "seconds", "collect_s", "wm_s", "vae_s", "samples_per_s",
-               "wm_updates_per_s", "vae_updates_per_s", "wm_loss", "wm_err8_cm", "vae_loss", "rec", "kl",
-               "act", "train_track_err_cm", "episodes", "falls", "eval_track_err_cm", "eval_fell_at_s",
-               "task_loss", "eval_joint_err_deg", "eval_root_err_cm", "eval_falls",
-               "eval_joint_err_early_deg", "eval_track_err_early_cm", "wm_action_cos", "target", "imitation_target"]
-
-
-class Buffer:
-    """FIFO ring buffer of simulation tuples (N_B): the oldest samples are overwritten first."""
-
-    def __init__(self, capacity: int, B: int, M: int):
-        self.capacity = capacity
-        self.data = {k: np.zeros((capacity,) + s, np.float32) for k, s in field_shapes(B, M).items()}
-        self.seq = np.full(capacity, -1, np.int64)
-        self.count = 0
-
-    def __len__(self):
-        return int(min(self.count, self.capacity))
-
-    def add(self, data: dict) -> np.ndarray:
-        n = len(data["has_next"])
-        slots = (self.count + np.arange(n)) % self.capacity
-        for k in FIELDS:
-            self.data[k][slots] = data[k]
-        self.seq[slots] = self.count + np.arange(n)
-        self.count += n
-        return slots
-
-    def valid_starts(self, length: int, among: np.ndarray | None = None) -> np.ndarray:
-        """Slots starting `length` consecutive samples of one episode (has_next on all but the last)."""
-        cap = self.capacity
-        starts = np.arange(cap) if among is None else among
-        s0 = self.seq[starts]
-        ok = s0 >= 0
-        for k in range(length):
-            j = (starts + k) % cap
-            ok &= self.seq[j] == s0 + k
-            if k < length - 1:
-                ok &= self.data["has_next"][j] > 0.5
-        return starts[ok]
-
-    def windows(self, starts: np.ndarray, length: int) -> dict:
-        idx = (starts[:, None] + np.arange(length)) % self.capacity
-        return {k: torch.from_numpy(v[idx]) for k, v in self.data.items()}
-
-    def state_dict(self) -> dict:
-        return {"count": self.count, "seq": torch.from_numpy(self.seq.copy()),
-                **{f"data.{k}": torch.from_numpy(v.copy()) for k, v in self.data.items()}}
-
-    def load_state_dict(self, d: dict) -> None:
-        self.count = int(d["count"])
-        self.seq = d["seq"].numpy().copy()
-        for k in self.data:
-            self.data[k] = d[f"data.{k}"].numpy().copy()
-
-
-def _state(w: dict, t: int | None = None) -> dict:
-    """A state dict from buffer windows (batch, L, ...) at step t (or all steps)."""
-    sel = (lambda v: v[:, t]) if t is not None else (lambda v: v)
-    return {k: sel(w[k]) for k in ("pos", "rot", "linvel", "angvel", "MA", "MR", "MF")}
-
-
-def _ref(w: dict, t: int) -> dict:
-    return {"pos": w["ref_pos"][:, t], "rot": w["ref_rot"][:, t], "linvel": w["ref_linvel"][:, t],
-            "angvel": w["ref_angvel"][:, t]}
 
 
 def _rng_state(rng: np.random.Generator) -> dict:
@@ -204,12 +136,12 @@ class Trainer:
         starts = self.buffer.valid_starts(2)
         w = self.buffer.windows(starts[: 4096], 2)
         m = self.model
-        d = m.deltas(_state(w, 0), _state(w, 1))
+        d = m.deltas(window_state(w, 0), window_state(w, 1))
         m.delta_std = torch.clamp(d.std(0), min=1e-2)
         a = w["action"][:, 0]
         m.action_std = torch.clamp(a.std(), min=1e-6)
         with torch.no_grad():
-            wrench = m.muscle_wrench(_state(w, 0), a)[3]
+            wrench = m.muscle_wrench(window_state(w, 0), a)[3]
         m.wrench_std = torch.clamp(wrench.std(0), min=1.0)
         self.delta_ready = True
 
@@ -258,7 +190,7 @@ class Trainer:
             return float("nan")
         starts = starts[np.linspace(0, len(starts) - 1, min(n, len(starts))).astype(int)]
         w = self.buffer.windows(starts, horizon + 1)
-        _, err = self.model.wm_loss([_state(w, t) for t in range(horizon + 1)],
+        _, err = self.model.wm_loss([window_state(w, t) for t in range(horizon + 1)],
                                     [w["action"][:, t] for t in range(horizon)])
         return float(100 * err[-1])
 
@@ -288,7 +220,7 @@ class Trainer:
             raise SinewError("no buffer window is long enough for wm_rollout; lower it or raise episode_seconds")
         pick = starts[self.rng.integers(0, len(starts), cfg.batch_size)]
         w = self.buffer.windows(pick, cfg.wm_rollout + 1)
-        loss, _ = m.wm_loss([_state(w, t) for t in range(cfg.wm_rollout + 1)],
+        loss, _ = m.wm_loss([window_state(w, t) for t in range(cfg.wm_rollout + 1)],
                             [w["action"][:, t] for t in range(cfg.wm_rollout)])
         self.opt_wm.zero_grad()
         loss.backward()
@@ -306,7 +238,7 @@ class Trainer:
         for p in m.wm.parameters():
             p.requires_grad_(False)
         try:
-            rec, kl, act, tgt = m.vae_rollout(_state(w, 0), [_ref(w, t) for t in range(cfg.vae_rollout)],
+            rec, kl, act, tgt = m.vae_rollout(window_state(w, 0), [window_reference(w, t) for t in range(cfg.vae_rollout)],
                                          [w["ref_len"][:, t] for t in range(cfg.vae_rollout)], self.gen, self.weights)
             loss = rec + cfg.beta * kl + act + cfg.w_target * tgt
             self.opt_vae.zero_grad()
@@ -324,7 +256,7 @@ class Trainer:
         cfg, m = self.cfg, self.model
         starts = self.buffer.valid_starts(1)
         w = self.buffer.windows(starts[self.rng.integers(0, len(starts), cfg.batch_size)], 1)
-        tgt, kl = m.imitation_loss(_state(w, 0), _ref(w, 0), w["ref_len"][:, 0])
+        tgt, kl = m.imitation_loss(window_state(w, 0), window_reference(w, 0), w["ref_len"][:, 0])
         loss = cfg.w_target * tgt + cfg.beta * kl
         self.opt_vae.zero_grad()
         loss.backward()
@@ -354,7 +286,7 @@ class Trainer:
         t0 = time.perf_counter()
         if self.iteration == 0 and cfg.eval_every:
             ev = self.evaluate()  # the untrained policy, for comparison
-            self._log({**row, "iteration": 0, "samples_total": 0, "seconds": 0.0, **self._eval_row(ev)})
+            self.log_row({**row, "iteration": 0, "samples_total": 0, "seconds": 0.0, **self._eval_row(ev)})
         slots, st = self.collect()
         t1 = time.perf_counter()
         if not self.delta_ready:
@@ -385,7 +317,7 @@ class Trainer:
         self.seconds += time.perf_counter() - t0
         row["seconds"] = self.seconds
         row = {k: float(v) if v is not None else float("nan") for k, v in row.items()}
-        self._log(row)
+        self.log_row(row)
         self.last = row
         return row
 
@@ -428,14 +360,9 @@ class Trainer:
                     task_iterations=self.task_iteration, out=str(self.out))
 
     # ---- log, plot, checkpoint ------------------------------------------------------------------
-    def _log(self, row: dict) -> None:
-        path = self.out / LOG
-        new = not path.exists()
-        with open(path, "a", newline="") as f:
-            w = csv.DictWriter(f, LOG_COLUMNS)
-            if new:
-                w.writeheader()
-            w.writerow({k: row.get(k, float("nan")) for k in LOG_COLUMNS})
+    def log_row(self, row: dict) -> None:
+        """One row at the end of the run's log (training.log)."""
+        append_row(self.out / LOG, row)
 
     def plot(self, path=None) -> Path:
         return plot_log(self.out / LOG, path or self.out / PLOT)
@@ -488,7 +415,7 @@ class Trainer:
         tr.iteration, tr.task_iteration = int(ck["iteration"]), int(ck["task_iteration"])
         tr.seconds, tr.delta_ready, tr.last = float(ck["seconds"]), bool(ck["delta_ready"]), ck["last"]
         if truncate_log:
-            _truncate_log(tr.out / LOG, tr.iteration, tr.task_iteration)
+            drop_rows_after(tr.out / LOG, tr.iteration, tr.task_iteration)
         return tr
 
 
@@ -507,149 +434,3 @@ def load_checkpoint(run_or_ckpt) -> dict:
     if ck.get("version") != 1:
         raise InputFileError(p, f"checkpoint version {ck.get('version')!r}; this Sinew reads version 1")
     return ck
-
-
-def _truncate_log(path: Path, iteration: int, task_iteration: int) -> None:
-    """Drop log rows written after the checkpoint (a resumed run writes them again)."""
-    if not path.exists():
-        return
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    keep = []
-    for r in rows:
-        it = float(r["iteration"])
-        is_task = r.get("task_loss") not in ("", "nan", None)
-        if (not is_task and it <= iteration) or (is_task and it <= task_iteration):
-            keep.append(r)
-    with atomic_open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, LOG_COLUMNS)
-        w.writeheader()
-        w.writerows(keep)
-
-
-def read_log(path) -> list[dict]:
-    with open(path, newline="") as f:
-        return [{k: float(v) if v not in ("", None) else float("nan") for k, v in r.items()}
-                for r in csv.DictReader(f)]
-
-
-def _legend(a) -> None:
-    if a.get_legend_handles_labels()[0]:  # a panel with nothing to plot yet gets no legend
-        a.legend(fontsize=8)
-
-
-def _interp_extrapolate(v, x, y):
-    """np.interp, continued past both ends along the line through the end points (an axis
-    mapping must stay monotonic beyond the data, or its tick labels pile up at the ends)."""
-    v = np.asarray(v, float)
-    slope = (y[-1] - y[0]) / (x[-1] - x[0])
-    return np.where(v < x[0], y[0] + (v - x[0]) * slope,
-                    np.where(v > x[-1], y[-1] + (v - x[-1]) * slope, np.interp(v, x, y)))
-
-
-def plot_log(log_path, out_path) -> Path:
-    """Learning curves against iterations (wall-clock minutes on the top axis): the world
-    model's loss and 8-step error, the VAE loss terms, throughput, and the tracking metric in
-    the real simulator (Collector.evaluate: joint-angle, root and body errors, time to fall),
-    with the untrained policy's values (iteration 0) as dashed horizontal lines."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows_all = read_log(log_path)
-    rows = [r for r in rows_all if not np.isfinite(r.get("task_loss", np.nan))]
-    task = [r for r in rows_all if np.isfinite(r.get("task_loss", np.nan))]
-    get = lambda k, rs=rows: np.array([r.get(k, np.nan) for r in rs], float)
-    it = get("iteration")
-    minutes = get("seconds") / 60.0
-    base = rows[0] if rows and rows[0]["iteration"] == 0 else {}
-    fig, ax = plt.subplots(2, 3 + bool(task), figsize=(17 + 4 * bool(task), 8))
-
-    def top_axis(a):
-        ok = np.isfinite(minutes) & np.isfinite(it)
-        x, y = it[ok], minutes[ok]
-        if len(x) >= 2 and np.all(np.diff(x) > 0) and np.all(np.diff(y) >= 0) and y[-1] > y[0]:
-            sec = a.secondary_xaxis("top", functions=(lambda v: _interp_extrapolate(v, x, y),
-                                                      lambda v: _interp_extrapolate(v, y, x)))
-            sec.set_xlabel("wall-clock minutes")
-
-    def ev_panel(a, k, label, unit, scale=1.0):
-        v = get(k) * scale
-        ok = np.isfinite(v) & (it > 0)
-        a.plot(it[ok], v[ok], "o-", ms=3, label="trained (at that iteration)")
-        b = base.get(k, np.nan) * scale
-        if np.isfinite(b):
-            a.axhline(b, color="k", ls="--", label=f"untrained policy ({b:.3g} {unit})")
-        a.set_ylabel(f"{label} ({unit})")
-        a.set_xlabel("iteration")
-        _legend(a)
-        top_axis(a)
-
-    a = ax[0, 0]
-    a.plot(it, get("wm_err8_cm"), "r.-", label=f"{EVAL_HORIZON}-step body position error (cm), fresh samples")
-    a.set_ylabel("cm")
-    a.set_xlabel("iteration")
-    a2 = a.twinx()
-    a2.plot(it, get("wm_loss"), color="gray", alpha=0.6, label="world-model loss L_w")
-    a2.set_yscale("log")
-    a.set_title("world model")
-    a.legend(loc="upper right", fontsize=8)
-    a2.legend(loc="center right", fontsize=8)
-    v = get("wm_action_cos")
-    ok = np.isfinite(v)
-    if ok.any():  # the model's answer to a change of action against the simulator's
-        a3 = a.twinx()
-        a3.spines["right"].set_position(("axes", 1.15))
-        a3.plot(it[ok], v[ok], "g^-", ms=3, label="action response: cosine with the simulator's")
-        a3.set_ylim(-0.2, 1.0)
-        a3.legend(loc="lower left", fontsize=8)
-    top_axis(a)
-    a = ax[0, 1]
-    for k, lab in (("vae_loss", "vae_loss"), ("rec", "rec"), ("kl", "kl"), ("act", "act"), ("target", "target"),
-                   ("imitation_target", "target at real states (model-free updates)")):
-        v = get(k)
-        if np.isfinite(v).any():
-            a.plot(it, v, label=lab)
-    a.set_yscale("log")
-    parts = [t for k, t in (("vae_loss", "MuscleVAE losses (through the world model)"),
-                            ("imitation_target", "L_target at real states")) if np.isfinite(get(k)).any()]
-    a.set_title(" and ".join(parts) or "MuscleVAE losses")
-    a.set_xlabel("iteration")
-    _legend(a)
-    a = ax[0, 2]
-    for k, lab in (("samples_per_s", "simulation samples / s (collection)"),
-                   ("wm_updates_per_s", "world-model updates / s"), ("vae_updates_per_s", "VAE updates / s")):
-        a.plot(it, get(k), label=lab)
-    a.set_yscale("log")
-    a.set_title("throughput")
-    a.set_xlabel("iteration")
-    _legend(a)
-    def second_series(a, k, label, base_label):
-        """A second eval metric on a panel, with the untrained policy's value dotted."""
-        v = get(k)
-        ok = np.isfinite(v) & (it > 0)
-        if not ok.any():
-            return
-        a.plot(it[ok], v[ok], "s-", ms=3, color="C2", label=label)
-        if np.isfinite(base.get(k, np.nan)):
-            a.axhline(base[k], color="C2", ls=":", label=base_label)
-        _legend(a)
-
-    a = ax[1, 0]
-    ev_panel(a, "eval_joint_err_deg", "mean joint-angle error", "deg")
-    second_series(a, "eval_joint_err_early_deg", "first second of each start", "untrained: first second")
-    a.set_title("real-simulator tracking: joint angles (falls charged)")
-    a = ax[1, 1]
-    ev_panel(a, "eval_root_err_cm", "root position error", "cm")
-    second_series(a, "eval_track_err_cm", "mean body position error (cm)", "untrained: body position error")
-    a.set_title("real-simulator tracking: positions (falls charged)")
-    a = ax[1, 2]
-    ev_panel(a, "eval_fell_at_s", "mean time to fall", "s")
-    a.set_title("real-simulator tracking: time to fall")
-    if task:
-        a = ax[0, 3]
-        a.plot(get("iteration", task), get("task_loss", task))
-        a.set_title("heading task loss (eq. 44)")
-        ax[1, 3].axis("off")
-    return save(fig, out_path, dpi=90)
