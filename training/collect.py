@@ -158,7 +158,9 @@ class Collector:
 
     def joint_angle_error(self, rot, ref_rot) -> float:
         """Mean over the non-root joints of the angle (rad) between the simulated and the
-        reference joint rotation (child body relative to its parent body)."""
+        reference joint rotation (child body relative to its parent body): the take's "joint
+        error" (engine.kinematics.joint_errors_deg) in radians, from body rotations instead of
+        generalised coordinates (tests/test_training.py holds them equal)."""
         par = self.rig.body_parent
         idx = np.nonzero(par >= 0)[0]
         ls = np.einsum("bji,bjk->bik", rot[par[idx]], rot[idx])
