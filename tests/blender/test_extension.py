@@ -361,6 +361,7 @@ def test_batch_script(sinew, fresh, tmp_path):
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["action"] == "MixamoIdle_fatigued_001" and summary["frames"] >= 15
     assert summary["pace"]["strength"] == 0.0 and summary["pace"]["final_rate"] == 1.0
+    assert any(n.startswith("balanced on its muscles alone") for n in summary["notes"])  # the panel's notes
     bpy.ops.wm.open_mainfile(filepath=str(out))
     a = bpy.data.objects["Mixamo"]
     assert a.animation_data.action.name == summary["action"]
