@@ -44,6 +44,7 @@ def _run(args, stop) -> int:
     import bpy
 
     from . import bake, prepare
+    from .engine import take_notes
     from .engine.atomic import atomic_path, check_out_file
     from .engine.control.plan import parse_clip_arg
     from .engine.errors import ParameterError, SinewError
@@ -100,7 +101,7 @@ def _run(args, stop) -> int:
                     simulate_s=round(sim_s, 3), bake_s=info["bake_s"], fell=summ.get("fell"), fall=summ.get("fall"),
                     partial=summ.get("partial"), seconds=summ.get("seconds"),
                     MF_mean_by_group=summ.get("MF_mean_by_group"), pace=summ.get("pace"),
-                    pushes=summ.get("pushes", []))
+                    pushes=summ.get("pushes", []), notes=take_notes.notes(take))
     print(json.dumps(out_info))
     if stop.requested:
         print(take_stopped_line("bake", stop, take.meta, "baking", info["frames"],

@@ -6,7 +6,8 @@ import bpy
 from bpy.props import StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 
-from . import bake, bonemap, notes, prepare, retarget
+from . import bake, bonemap, prepare, retarget
+from .engine import take_notes
 from .engine.errors import SinewError
 
 # The running simulation (one at a time); kept out of the .blend so a cancel leaves no trace.
@@ -111,7 +112,7 @@ class SINEW_OT_simulate(_ArmatureOp, bpy.types.Operator):
             bpy.ops.ed.undo_push(message="Before Sinew bake")
         with all_or_nothing(arm):  # a bake that fails midway takes back what it made
             info = bake.bake_take(context, arm, job.take, prepare.frame_start_for(context, s), rt=job.retargeter)
-        msg, warns = notes.bake_message(job.take, info)
+        msg, warns = take_notes.bake_message(job.take, info)
         s.last_report = msg
         self.report({"WARNING"} if warns else {"INFO"}, msg)
         return info

@@ -135,6 +135,10 @@ def test_stand_controller_only_for_a_still_reference_without_the_residual(rig, t
     assert any(line.startswith("stand       stand controller") for line in report_lines(take, []))
     assert any(line.startswith("- Stand: stand controller") for line in glance_lines(take))
     assert not any(line.startswith("gait") for line in report_lines(take, []))  # a held pose has none
+    from engine.take_notes import notes, stand_note  # the Blender panel's notes, printed by the CLI too
+
+    short = [line for line in report_lines(take, []) if line.startswith("in short")]
+    assert short == ["in short    " + "; ".join(notes(take))] and stand_note(take) in short[0]
     assert _take(rig, tmp_path, held, 0.2, residual=1.0).meta["stand"] is None  # the analysis option
     assert _take(rig, tmp_path, clips.bundled("walk"), 0.2, residual=0.0).meta["stand"] is None  # moving
 

@@ -82,6 +82,8 @@ def cmd_bake(args, extra: list[str] | None = None) -> int:
 
         s = json.loads(summary)
         print(f"baked {s['frames']} frames into action '{s['action']}' -> {s['out']}")
+        if s.get("notes"):  # the Blender panel's notes on the take (engine.take_notes)
+            print("in short: " + "; ".join(s["notes"]))
     return 0
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from . import take_report
+from .. import take_notes
 from ..options import DEFAULT_FPS, SIMULATE, add_arguments
 
 EPILOG = """examples:
@@ -210,8 +211,10 @@ def report_lines(take, files) -> list[str]:
     if is_partial(take.meta):
         status = f"STOPPED: {take.meta['stop_reason']} (take kept up to {s['seconds']:.2f} s)"
     clips = ", ".join(f"{c['name']} {c['seconds']:g} s" for c in take.meta["clips"])
+    short = take_notes.notes(take)  # the notes the Blender panel gives
     return [
         f"take        {s['seconds']:.2f} s of {s['planned_seconds']:.2f} s ({clips}); {status}",
+        *([f"in short    {'; '.join(short)}"] if short else []),
         *([f"fall        {describe_fall(s['fall'])}"] if s.get("fall") else []),
         f"speed       {s['realtime_factor']}x real time",
         f"tracking    joint error {s['joint_err_deg_mean']:.2f} deg, root error {s['root_err_cm_mean']:.2f} cm (means)",

@@ -85,8 +85,8 @@ def test_bone_map_detect_edit_json(sinew, fresh, tmp_path):
 
 @pytest.mark.smoke
 def test_retarget_simulate_bake(sinew, fresh):
-    pace_note = sub(sinew, "notes").pace_note
-    tiring_note = sub(sinew, "notes").tiring_note
+    pace_note = sub(sinew, "engine.take_notes").pace_note
+    tiring_note = sub(sinew, "engine.take_notes").tiring_note
     display = sub(sinew, "display")
     from_engine = sub(sinew, "engine.kinematics")
     rig = sub(sinew, "model").load_model()
@@ -128,7 +128,7 @@ def test_retarget_simulate_bake(sinew, fresh):
     # the walk is within what the body can do: no warning about the clip
     assert job_take.meta["demands"] and "asks more" not in s.last_report
     sprint = dict(job_take.meta["demands"][0], clip="run.bvh", root_help_body_weights_mean=0.39)
-    warning = sub(sinew, "notes").clips_beyond_the_body(type("T", (), {"meta": {"demands": [sprint]}})())
+    warning = sub(sinew, "engine.take_notes").clips_beyond_the_body(type("T", (), {"meta": {"demands": [sprint]}})())
     assert warning.startswith("run.bvh asks more than this body can do") and "0.39 body weights" in warning
     # groups that tire out within the take are named in the report, those that do not are not
     tired = {"summary": {"seconds": 20.0, "exhausted_after_s_by_group": {"trunk": None, "right_leg": 5.3, "left_arm": 30.0}}}
@@ -361,6 +361,7 @@ def test_batch_script(sinew, fresh, tmp_path):
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["action"] == "MixamoIdle_fatigued_001" and summary["frames"] >= 15
     assert summary["pace"]["strength"] == 0.0 and summary["pace"]["final_rate"] == 1.0
+    assert any(n.startswith("balanced on its muscles alone") for n in summary["notes"])  # the panel's notes
     bpy.ops.wm.open_mainfile(filepath=str(out))
     a = bpy.data.objects["Mixamo"]
     assert a.animation_data.action.name == summary["action"]

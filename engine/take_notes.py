@@ -1,32 +1,36 @@
-"""The bake report's text: what the Simulate operator says in the status bar and the sidebar's
-last report after a bake (the fall, calibration poses skipped, how the character stood,
-balanced, tired, slowed, came through pushes and met heading goals, and clips asking more
-than the body can do), each note from the take's meta. No bpy here."""
+"""A take in a few short notes, written once for every front end: the fall, calibration poses
+skipped, how the character stood, balanced, tired, slowed, came through pushes and met
+heading goals, and clips asking more than the body can do, each from the take's meta. The
+Blender operator says them in the status bar and the sidebar's last report (`bake_message`);
+`sinew simulate` and `sinew bake` print them as their "in short" line (`notes`)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 
+def notes(take) -> list[str]:
+    """The take's notes that apply, in the order a reader wants them (the clips beyond the
+    body last)."""
+    found = [note(take) for note in (fall_note, calibration_note, stand_note, balance_note, tiring_note,
+                                     pace_note, push_note, heading_note, clips_beyond_the_body)]
+    return [n for n in found if n]
+
+
 def bake_message(take, info: dict) -> tuple[str, bool]:
-    """(the report line, whether it warns): the bake's summary (`info` from bake.bake_take)
-    and the take's notes."""
+    """(the report line, whether it warns): the bake's summary (`info` from the add-on's
+    bake_take) and the take's notes."""
     summ = take.meta.get("summary", {})
     msg = (f"Sinew: baked {info['frames']} frames into '{info['action']}'"
            + (" (the character fell; kept up to the fall)" if summ.get("fell") else ""))
-    for note in (fall_note(take), calibration_note(take), stand_note(take), balance_note(take), tiring_note(take),
-                 pace_note(take), push_note(take), heading_note(take)):
-        if note:
-            msg += "; " + note
-    beyond = clips_beyond_the_body(take)
-    if beyond:
-        msg += "; " + beyond
-    return msg, bool(beyond)
+    for note in notes(take):
+        msg += "; " + note
+    return msg, bool(clips_beyond_the_body(take))
 
 
 def clips_beyond_the_body(take) -> str:
     """A warning naming the take's clips that ask more than the muscles and the ground can
     give (engine.control.demands), or '' when none does."""
-    from .engine.control.demands import demanding, figures
+    from .control.demands import demanding, figures
 
     parts = [f"{Path(d['clip']).name} asks more than this body can do ({figures(d)}): the root residual carries it"
              for d in take.meta.get("demands", []) if demanding(d)]
@@ -56,7 +60,7 @@ def stand_note(take) -> str:
 def fall_note(take) -> str:
     """Which way the character fell, from when and why (engine.fall), e.g. 'it fell at 3.12 s,
     forward, going down from 2.61 s: tired legs (...)', or '' when it did not."""
-    from .engine.fall import describe
+    from .fall import describe
 
     d = (take.meta.get("summary") or {}).get("fall")
     return f"it fell {describe(d)}" if d else ""
@@ -101,7 +105,7 @@ def heading_note(take) -> str:
 def push_note(take) -> str:
     """How the character came through each push (engine.push), e.g. 'push at 2 s: back
     after 0.8 s', or ''."""
-    from .engine.push import came_back
+    from .push import came_back
 
     rows = take.meta.get("summary", {}).get("pushes") or []
     parts = []
