@@ -214,7 +214,6 @@ def report_lines(take, files) -> list[str]:
     short = take_notes.notes(take)  # the notes the Blender panel gives
     return [
         f"take        {s['seconds']:.2f} s of {s['planned_seconds']:.2f} s ({clips}); {status}",
-        *([f"in short    {'; '.join(short)}"] if short else []),
         *([f"fall        {describe_fall(s['fall'])}"] if s.get("fall") else []),
         f"speed       {s['realtime_factor']}x real time",
         f"tracking    joint error {s['joint_err_deg_mean']:.2f} deg, root error {s['root_err_cm_mean']:.2f} cm (means)",
@@ -226,6 +225,7 @@ def report_lines(take, files) -> list[str]:
         *([f"pace        {played}"] if played else []),
         "M_F mean    " + ", ".join(f"{g} {v:.3f}" for g, v in s["MF_mean_by_group"].items()),
     ] + effort_lines(take) + demand_lines(take) + take_report.extra_lines(take) + [
+        *([f"in short    {'; '.join(short)}"] if short else []),
         "wrote       " + ", ".join(str(f) for f in files),
     ]
 
