@@ -35,7 +35,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from ..motion.reference import foot_tracks, planted
+from ..motion.reference import foot_tracks, planted, slides
 from ..transforms import quat_to_axis_angle
 
 PLANT_M = -0.005  # m: where a planted foot's lowest corner is put: pressed into the soft floor
@@ -181,7 +181,7 @@ def ground_feet(space, q: np.ndarray, cycle, fps: float) -> tuple[np.ndarray, di
     for i in range(len(q)):
         if np.abs(legs[i]).max() > 1e-4:
             out[i] = move_feet(space, data, out[i], legs[i], 0.0)
-    slide = np.stack([np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=1) for low, nxt in tracks], 1) * fps
+    slide = slides(tracks) * fps
     return out, dict(planted_share=[round(float(x), 3) for x in stance.mean(axis=0)],
                      foot_move_cm=round(100 * float(np.abs(dz).max()), 2),
                      pelvis_move_cm=round(100 * float(np.abs(root).max()), 2),

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ParameterError
+from ..physics.base import ball_cone
 
 MAX_JOINT_SPEED = 40.0  # rad/s
 RANGE_SLACK_DEG = 15.0
@@ -59,6 +60,7 @@ def check_reference(rig, ref) -> list[dict]:
         raise ParameterError("clip", f"{ref.meta.get('source') or 'the clip'}: its root is {far[k]:.3g} m from "
                              f"the origin at {k / fps:.2f} s (at most {MAX_ROOT_DISTANCE:g} m): the file's root "
                              "positions are broken or in the wrong units")
+    cones = ball_cone(rig)  # the ball joints' limits as the physics sets them
     for b, t in enumerate(rig.joint_type):
         k, n = rig.dof_start[b], rig.dof_start[b + 1] - rig.dof_start[b]
         name = rig.body_names[b]
@@ -69,7 +71,7 @@ def check_reference(rig, ref) -> list[dict]:
                 out.append(_finding("speed", name, bad, w, MAX_JOINT_SPEED, fps, "rad/s"))
         if t == BALL:
             angle = np.degrees(2 * np.arccos(np.clip(np.abs(ref.local_rot[:, b, 0]), 0.0, 1.0)))
-            cone = np.degrees(max(abs(rig.joint_lower[b]).max(), abs(rig.joint_upper[b]).max()))
+            cone = np.degrees(cones[b])
             over = angle - cone
         elif t == HINGE:
             qa = np.degrees(ref.q[:, rig.q_start[b]])

@@ -2,9 +2,9 @@
 
 A capture's joints go where the model's cannot: a dancer's forearm pronation, which the
 model's one-piece forearm leaves to the wrist (the pirouette turns its right hand 149 deg
-against the wrist's 40 deg cone), a trunk bent further than the model's spine. The physics stops each joint at its limit, so such a reference asks the
-tracker for a pose it cannot take, and its joint error then measures the retarget, not the
-tracking.
+against the wrist's 40 deg cone), a trunk bent further than the model's spine. The physics
+stops each joint at its limit, so such a reference asks the tracker for a pose it cannot
+take, and its joint error then measures the retarget, not the tracking.
 
 `within_range` moves each ball joint's rotation beyond its range to where the body can take
 it (the cone the physics limits it to, engine.physics.base.ball_cone):

@@ -182,13 +182,19 @@ def foot_tracks(rig, body_rot: np.ndarray, body_pos: np.ndarray) -> list[tuple[n
     return out
 
 
+def slides(tracks) -> np.ndarray:
+    """(F-1, 2) how far each foot's lowest point slides across the floor (m) to the next
+    frame (that point on the foot followed), from foot_tracks()."""
+    return np.stack([np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=1) for low, nxt in tracks], axis=1)
+
+
 def planted(tracks, fps: float) -> tuple[np.ndarray, np.ndarray]:
     """(F-1, 2) lowest corner height of each foot and whether the foot is planted there: its
     lowest corner within STANCE_HEIGHT_M of the floor, sliding to the next frame slower than
     STANCE_SPEED_SHARE of that foot's peak speed in the clip. tracks: foot_tracks() of the
     frames (its lowest corner in each frame and where that point is one frame later)."""
     h = np.stack([low[:-1, 2] for low, _ in tracks], axis=1)
-    speed = np.stack([np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=1) for low, nxt in tracks], axis=1) * fps
+    speed = slides(tracks) * fps
     peak = speed.max(axis=0, keepdims=True)
     return h, (h < STANCE_HEIGHT_M) & (speed < STANCE_SPEED_SHARE * peak)
 
@@ -210,8 +216,7 @@ def motion_metrics(rig, body_rot: np.ndarray, body_pos: np.ndarray, root_pos: np
     F = len(root_pos)
     if F > 1:
         stance_h, stance = planted(tracks, fps)
-        slide = np.stack([np.linalg.norm(nxt[:, :2] - low[:-1, :2], axis=-1) for low, nxt in tracks], -1)
-        sl = slide[stance]
+        sl = slides(tracks)[stance]
         sink = float(max(0.0, -stance_h[stance].min())) if stance.any() else 0.0
     else:
         sl, stance, sink = np.zeros(0), np.zeros((0, 2), bool), 0.0

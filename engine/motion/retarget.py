@@ -458,8 +458,7 @@ class Retargeter:
         local, limited = within_range(rig, quat_normalize(local))
         local = _continuous(local)
         if limited:  # the world rotations again, from the moved joints
-            for b in range(1, rig.num_bodies):
-                G[:, b] = quat_multiply(G[:, rig.body_parent[b]], local[:, b])
+            G = world_rotations(rig, local)
         root = self.scale * quat_rotate(self.heading, hips)
         body_rot, body_pos = model_bodies(rig, root, G)
         tracks = foot_tracks(rig, body_rot, body_pos)
@@ -513,10 +512,7 @@ class Retargeter:
         F = root_pos.shape[0]
         if local_rot.shape != (F, rig.num_bodies, 4):
             raise ParameterError("local_rot", f"expected ({F}, {rig.num_bodies}, 4) or (..., 3, 3), got {local_rot.shape}")
-        G = np.empty_like(local_rot)
-        for b in range(rig.num_bodies):
-            p = rig.body_parent[b]
-            G[:, b] = local_rot[:, b] if p < 0 else quat_multiply(G[:, p], local_rot[:, b])
+        G = world_rotations(rig, local_rot)
         orig_rot, orig_trans = None, None
         if original is not None:
             o = original
@@ -604,6 +600,15 @@ def reference_muscle_lengths(rig, body_rot: np.ndarray, body_pos: np.ndarray, pr
         if progress and i % (64 * _CHUNK) == 0:
             progress((i + n) / F)
     return out
+
+
+def world_rotations(rig, local: np.ndarray) -> np.ndarray:
+    """The joint frames' world rotations (..., B, 4) from their local rotations (parent first)."""
+    G = np.empty_like(local)
+    for b in range(rig.num_bodies):
+        p = rig.body_parent[b]
+        G[..., b, :] = local[..., b, :] if p < 0 else quat_multiply(G[..., p, :], local[..., b, :])
+    return G
 
 
 def model_bodies(rig, root_pos: np.ndarray, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
