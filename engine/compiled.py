@@ -240,6 +240,36 @@ class DecisionTerms:
         return self._out[2 * M:3 * M].copy(), self._out[3 * M:].copy(), A, self._Jc[:rows].copy()
 
 
+class DualNewtonInPlace:
+    """dual_newton in C on arrays that stay where they are (engine.control.coordination.
+    Coordinator's buffers): their addresses are taken once, so a call copies nothing. A call
+    for (m, n) reads the problem from G's first m n entries (row-major), rhs, and the first n
+    entries of reg, lo, hi and pull, starts from lam (m) and leaves the multipliers there
+    and the minimiser in x's first n entries."""
+
+    def __init__(self, lib, G, rhs, reg, lo, hi, pull, lam, x):
+        arrays = (G, rhs, reg, lo, hi, pull, lam, x)
+        if not all(a.dtype == np.float64 and a.flags.c_contiguous and a.flags.writeable for a in arrays):
+            raise ValueError("DualNewtonInPlace: float64, C-contiguous, writeable arrays expected")
+        self._arrays = arrays  # kept alive: the library reads and writes them by address
+        self._ptrs = [a.ctypes.data for a in arrays]
+        self._cap = min(len(reg), len(lo), len(hi), len(pull), len(x))
+        self._m = min(len(rhs), len(lam))
+        self._steps = ctypes.c_int(0)
+        self._steps_ref = ctypes.byref(self._steps)
+        self._call = lib.sinew_dual_newton
+
+    def __call__(self, m: int, n: int, tol: float = 1e-9, max_iter: int = 200) -> tuple[bool, int]:
+        """Solve; returns (converged, Newton steps)."""
+        if not (0 <= m <= self._m and 0 <= n <= self._cap and m * n <= len(self._arrays[0])):
+            raise ValueError(f"DualNewtonInPlace: ({m}, {n}) does not fit the buffers")
+        G, rhs, reg, lo, hi, pull, lam, x = self._ptrs
+        ok = self._call(m, n, G, rhs, reg, lo, hi, pull, tol, max_iter, lam, x, self._steps_ref)
+        if ok < 0:
+            raise MemoryError("sinew_dual_newton: out of memory")
+        return bool(ok), self._steps.value
+
+
 def dual_newton(lib, G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200, info=None):
     """engine.control.coordination.dual_newton in C (engine/native/dual_newton.c): the same
     arguments and result (x, lam, converged)."""

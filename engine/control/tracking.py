@@ -44,7 +44,7 @@ from ..simulation import MuscleCommand
 from ..rig import GROUPS
 from ..transforms import cross
 from .controller import Controller
-from .coordination import CoordinationWeights, MomentArms, coordinate
+from .coordination import CoordinationWeights, Coordinator, MomentArms
 from .pace import Pace
 from .plan import MotionPlan
 
@@ -170,6 +170,7 @@ class TrackingController(Controller):
         self._legs = np.isin(sim.rig.muscle_group, [GROUPS.index("right_leg"), GROUPS.index("left_leg")])
         self._paced_to = 0  # physics steps the pace governor has seen
         self._terms = self._compiled_terms(sim)
+        self._coordinate = Coordinator(self.params.weights)  # coordinate(), its buffers kept between decisions
 
     def _compiled_terms(self, sim):
         """muscle_terms in C (engine.compiled.DecisionTerms) where the muscle step is compiled,
@@ -345,9 +346,9 @@ class TrackingController(Controller):
         t1 = time.perf_counter()
         info = {}
         free_root = d.M[:, :6] if self.residual_bound is None else None  # no residual: the root may give way
-        sol = coordinate(tau, A, rig.muscle_f0, d.flfv, d.fpe, lb, ub, self.params.weights, warm=self._warm,
-                         Jc=Jc, residual_bound=self.residual_bound, active=self._active, info=info,
-                         root_inertia=free_root)
+        sol = self._coordinate(tau, A, rig.muscle_f0, d.flfv, d.fpe, lb, ub, warm=self._warm, Jc=Jc,
+                               residual_bound=self.residual_bound, active=self._active, info=info,
+                               root_inertia=free_root)
         contact_gf = Jc.T @ sol.contact
         g = sol.residual
         self._warm, self._active = sol.activation, sol.active
