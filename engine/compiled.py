@@ -223,19 +223,32 @@ class DecisionTerms:
         self._out = np.zeros(4 * M)
         self._Jc = np.zeros((16 * len(keep["contact_body"]), nv))
         self._call = lib.sinew_decision_terms
+        # the call's fixed arguments, their addresses taken once
+        self._fixed = (ctypes.byref(muscles._struct), ctypes.byref(self._struct), muscles._in.ctypes.data)
+        self._outs = (self._out.ctypes.data, self._Jc.ctypes.data)
+        self._data = self._data_ptrs = None  # the MjData last read, and its arrays' addresses
+
+    def _inputs(self, data):
+        """The addresses of MuJoCo's cdof, xipos (bodies 1..) and the tree's centre of mass:
+        MjData's own arrays, kept for that data (they stay where they are), or copies
+        where they are not float64 and contiguous."""
+        if data is self._data:
+            return self._data_ptrs
+        arrays = (data.cdof, data.xipos[1:], data.subtree_com[self._root])
+        if all(a.dtype == np.float64 and a.flags.c_contiguous for a in arrays):
+            self._data, self._data_ptrs = data, tuple(a.ctypes.data for a in arrays)
+            return self._data_ptrs
+        self._keep_inputs = [np.ascontiguousarray(a, dtype=np.float64) for a in arrays]  # alive through the call
+        return tuple(a.ctypes.data for a in self._keep_inputs)
 
     def __call__(self, state, data, margin: float):
         """(f_l f_v, f_PE (M,), A (M, nv), Jc (rows, nv)) at the body state, `data` MuJoCo's
         at it (cdof, xipos and the tree's centre of mass are read); fresh arrays."""
-        mus = self._muscles
-        mus.put_bodies(state.rot, state.pos, state.linvel, state.angvel)
-        cdof = np.ascontiguousarray(data.cdof, dtype=np.float64)
-        xipos = np.ascontiguousarray(data.xipos[1:], dtype=np.float64)
-        com = np.ascontiguousarray(data.subtree_com[self._root], dtype=np.float64)
+        self._muscles.put_bodies(state.rot, state.pos, state.linvel, state.angvel)
+        cdof, xipos, com = self._inputs(data)
         A = np.empty((self.M, self.nv))
-        rows = self._call(ctypes.byref(mus._struct), ctypes.byref(self._struct), mus._in.ctypes.data,
-                          cdof.ctypes.data, xipos.ctypes.data, com.ctypes.data, float(margin),
-                          self._out.ctypes.data, A.ctypes.data, self._Jc.ctypes.data)
+        out, Jc = self._outs
+        rows = self._call(*self._fixed, cdof, xipos, com, float(margin), out, A.ctypes.data, Jc)
         M = self.M
         return self._out[2 * M:3 * M].copy(), self._out[3 * M:].copy(), A, self._Jc[:rows].copy()
 

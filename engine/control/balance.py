@@ -257,6 +257,7 @@ class Shadow:
         p = sim.physics
         self.sim = Simulation(sim.rig, "mujoco", fatigue=sim.muscles.params, dt=sim.dt, joint_damping=p.joint_damping)
         self.ctl = OffsetTracker(self.sim, copy.deepcopy(plan), params, balance)
+        self.ctl.diagnostics = False  # a rollout reads the commands and its cost only
         self.balance = balance
         self.steps_played = 0  # rollout steps, for the planner's cost figures
         self.seconds = dict(physics=0.0, cost=0.0)  # where a rollout step's time goes (the decision: ctl.stats)

@@ -40,6 +40,7 @@ import numpy as np
 from .. import fatigue as fat
 from ..errors import ParameterError
 from ..physics.mujoco_backend import full_mass_matrix
+from ..muscle_step import _FastClipNumpy
 from ..simulation import MuscleCommand
 from ..rig import GROUPS
 from ..transforms import cross
@@ -49,6 +50,7 @@ from .pace import Pace
 from .plan import MotionPlan
 
 G = 9.81
+_FAST_CLIP = _FastClipNumpy  # numpy with clip as maximum / minimum: the same bounds, less overhead
 FRICTION = 0.8  # friction coefficient the plan assumes (MuJoCo's ground has 1)
 
 
@@ -154,6 +156,7 @@ class TrackingController(Controller):
         r = self.params.residual
         self.residual_bound = np.array([r * weight] * 3 + [r * weight * 1.0] * 3) if r > 0 else None
         self._M = np.zeros((self.model.nv, self.model.nv))
+        self._M_diag = self._M.reshape(-1)[::self.model.nv + 1]  # a view of M's diagonal
         self._contact_bodies = np.flatnonzero(sim.rig.body_contact)
         signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
         self._corner_local = 0.5 * signs[None] * sim.rig.body_size[:, None]  # (B, 8, 3)
@@ -163,6 +166,9 @@ class TrackingController(Controller):
         self._jp = np.zeros((sim.rig.num_bodies, 3, self.model.nv))
         self._jr = np.zeros((sim.rig.num_bodies, 3, self.model.nv))
         self.last = None  # the last decision's details, for probes and tests
+        # whether a decision keeps its diagnostics (`last`, the ground-force gap in `stats`); the
+        # balance planner's rollouts (engine.control.balance.Shadow) read only the command
+        self.diagnostics = True
         self.stats = dict(solve_s=0.0, prepare_s=0.0, decisions=0, ground_gap_N=0.0, ground_gap_steps=0,
                           solver_steps=0, solver_fallbacks=0)
         self._planned_ground = None
@@ -271,7 +277,7 @@ class TrackingController(Controller):
             mujoco.mj_forward(m, d)
         full_mass_matrix(m, d, self._M)
         # implicitfast integrates joint damping implicitly: the step sees M + dt D
-        self._M[np.diag_indices(m.nv)] += m.opt.timestep * m.dof_damping
+        self._M_diag += m.opt.timestep * m.dof_damping
         return self._M, d.qfrc_bias - d.qfrc_passive
 
     def _check_ground(self, sim) -> None:
@@ -327,13 +333,14 @@ class TrackingController(Controller):
         """Everything a decision's solve needs at the physics state (steps 1-4 of the module
         docstring), after checking the last step's ground force and advancing the pace."""
         q, qd = sim.physics.get_q()
-        self._check_ground(sim)
+        if self.diagnostics:
+            self._check_ground(sim)
         self.advance_pace(sim)
         a_star, q_ref = self.wanted_acceleration(q, qd, sim.steps)
         Mm, bias = self.dynamics(q, qd)
         flfv, fpe, A, Jc = self.muscle_terms(sim, state)
         p = sim.muscles.params
-        lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, sim.muscles.dt, p.F_eff, p.LD, p.LR)
+        lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, sim.muscles.dt, p.F_eff, p.LD, p.LR, _FAST_CLIP)
         return DecisionInputs(q, q_ref, Mm, Mm @ a_star + bias, flfv, fpe, A, Jc, lb, ub)
 
     def act(self, sim, state) -> MuscleCommand:
@@ -348,20 +355,25 @@ class TrackingController(Controller):
         free_root = d.M[:, :6] if self.residual_bound is None else None  # no residual: the root may give way
         sol = self._coordinate(tau, A, rig.muscle_f0, d.flfv, d.fpe, lb, ub, warm=self._warm, Jc=Jc,
                                residual_bound=self.residual_bound, active=self._active, info=info,
-                               root_inertia=free_root)
-        contact_gf = Jc.T @ sol.contact
+                               root_inertia=free_root, achieved=self.diagnostics)
         g = sol.residual
         self._warm, self._active = sol.activation, sol.active
-        self._planned_ground = contact_gf[:3].copy()  # the free root's translation rows: the summed ground force
         t2 = time.perf_counter()
         # residual generalised force -> force at the pelvis centre and torque (world)
-        force = g[:3].copy()
-        R0 = state.rot[0] @ rig.body_rest_rot[0].T  # the root joint's frame
-        torque = R0 @ g[3:] - cross(state.pos[0] - q[:3], force)
-        achieved = sol.achieved + contact_gf
-        achieved[:6] += g
-        self.last = dict(tau=tau, achieved=achieved, contact_gf=contact_gf, muscle_gf=sol.achieved, residual=g, activation=sol.activation,
-                         lb=lb, ub=ub, contact_rows=len(Jc), q_ref=q_ref, status=sol.status, root_change=sol.root_change)
+        if self.residual_bound is None:  # no residual: g = 0, and so are the force and torque
+            force, torque = np.zeros(3), np.zeros(3)
+        else:
+            force = g[:3].copy()
+            R0 = state.rot[0] @ rig.body_rest_rot[0].T  # the root joint's frame
+            torque = R0 @ g[3:] - cross(state.pos[0] - q[:3], force)
+        if self.diagnostics:
+            contact_gf = Jc.T @ sol.contact
+            self._planned_ground = contact_gf[:3].copy()  # the free root's translation rows: the summed ground force
+            achieved = sol.achieved + contact_gf
+            achieved[:6] += g
+            self.last = dict(tau=tau, achieved=achieved, contact_gf=contact_gf, muscle_gf=sol.achieved, residual=g,
+                             activation=sol.activation, lb=lb, ub=ub, contact_rows=len(Jc), q_ref=q_ref,
+                             status=sol.status, root_change=sol.root_change)
         self.tally(t1 - t0, t2 - t1, info)
         return MuscleCommand(sol.activation, force, torque)
 
