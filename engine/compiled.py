@@ -34,7 +34,7 @@ import numpy as np
 ENV = "SINEW_COMPILED"  # "0" switches the compiled path off
 NATIVE = Path(__file__).resolve().parent / "native"
 SOURCES = ("decision_terms.c", "dual_newton.c", "muscle_step.c", "sinew_muscles.h")  # name order, as tools/build_native.py hashes them
-ABI_VERSION = 3
+ABI_VERSION = 4
 SUFFIX = {"linux": "so", "windows": "dll", "macos": "dylib"}
 
 _c_p = ctypes.c_void_p
@@ -116,6 +116,8 @@ def _load():
     lib.sinew_dual_newton.argtypes = [ctypes.c_int, ctypes.c_int] + [_c_p] * 6 + [ctypes.c_double, ctypes.c_int,
                                                                                 _c_p, _c_p, _c_p]
     lib.sinew_dual_newton.restype = ctypes.c_int
+    lib.sinew_dual_newton_columns.argtypes = lib.sinew_dual_newton.argtypes
+    lib.sinew_dual_newton_columns.restype = ctypes.c_int
     lib.sinew_decision_terms.argtypes = [_c_p] * 6 + [ctypes.c_double] + [_c_p] * 3
     lib.sinew_decision_terms.restype = ctypes.c_int
     return lib, "compiled"
@@ -256,12 +258,13 @@ class DecisionTerms:
 class DualNewtonInPlace:
     """dual_newton in C on arrays that stay where they are (engine.control.coordination.
     Coordinator's buffers): their addresses are taken once, so a call copies nothing. A call
-    for (m, n) reads the problem from G's first m n entries (row-major), rhs, and the first n
-    entries of reg, lo, hi and pull, starts from lam (m) and leaves the multipliers there
-    and the minimiser in x's first n entries."""
+    for (m, n) reads G by its columns from Gt's first n m entries (G^T, n x m row-major:
+    sinew_dual_newton_columns, the same solve as sinew_dual_newton on G), rhs, and the
+    first n entries of reg, lo, hi and pull, starts from lam (m) and leaves the multipliers
+    there and the minimiser in x's first n entries."""
 
-    def __init__(self, lib, G, rhs, reg, lo, hi, pull, lam, x):
-        arrays = (G, rhs, reg, lo, hi, pull, lam, x)
+    def __init__(self, lib, Gt, rhs, reg, lo, hi, pull, lam, x):
+        arrays = (Gt, rhs, reg, lo, hi, pull, lam, x)
         if not all(a.dtype == np.float64 and a.flags.c_contiguous and a.flags.writeable for a in arrays):
             raise ValueError("DualNewtonInPlace: float64, C-contiguous, writeable arrays expected")
         self._arrays = arrays  # kept alive: the library reads and writes them by address
@@ -270,14 +273,14 @@ class DualNewtonInPlace:
         self._m = min(len(rhs), len(lam))
         self._steps = ctypes.c_int(0)
         self._steps_ref = ctypes.byref(self._steps)
-        self._call = lib.sinew_dual_newton
+        self._call = lib.sinew_dual_newton_columns
 
     def __call__(self, m: int, n: int, tol: float = 1e-9, max_iter: int = 200) -> tuple[bool, int]:
         """Solve; returns (converged, Newton steps)."""
         if not (0 <= m <= self._m and 0 <= n <= self._cap and m * n <= len(self._arrays[0])):
             raise ValueError(f"DualNewtonInPlace: ({m}, {n}) does not fit the buffers")
-        G, rhs, reg, lo, hi, pull, lam, x = self._ptrs
-        ok = self._call(m, n, G, rhs, reg, lo, hi, pull, tol, max_iter, lam, x, self._steps_ref)
+        Gt, rhs, reg, lo, hi, pull, lam, x = self._ptrs
+        ok = self._call(m, n, Gt, rhs, reg, lo, hi, pull, tol, max_iter, lam, x, self._steps_ref)
         if ok < 0:
             raise MemoryError("sinew_dual_newton: out of memory")
         return bool(ok), self._steps.value

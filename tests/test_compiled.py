@@ -284,15 +284,15 @@ def test_each_platform_payload_carries_its_own_library():
 @needs_compiled
 @pytest.mark.parametrize("seed", range(6))
 def test_in_place_solve_equals_the_copying_call(seed):
-    """DualNewtonInPlace (the tracker's Coordinator's solve, on buffers with room to spare)
-    gives compiled.dual_newton's minimiser, multipliers and steps to the bit."""
+    """DualNewtonInPlace (the tracker's Coordinator's solve: G by its columns, on buffers
+    with room to spare) gives compiled.dual_newton's minimiser, multipliers and steps to the bit."""
     G, rhs, reg, lo, hi, pull, lam = _box_problem(seed)
     m, n = G.shape
     lam = np.zeros(m) if lam is None else lam
     cap = n + 9
     bG, bV, bx, brhs, blam = np.zeros(m * cap), np.zeros((4, cap)), np.zeros(cap), np.zeros(m + 2), np.zeros(m + 2)
     solve = compiled.DualNewtonInPlace(compiled.library(), bG, brhs, *bV, blam, bx)
-    bG[:m * n] = G.ravel()
+    bG[:m * n] = G.T.ravel()  # G^T, row-major
     for row, v in zip(bV, (reg, lo, hi, pull)):
         row[:n] = v
     brhs[:m], blam[:m] = rhs, lam

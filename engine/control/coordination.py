@@ -187,18 +187,19 @@ class Coordinator:
         self.__init__(state["weights"], state["solver"])
 
     def _buffers(self, nv: int, n: int) -> None:
-        """Buffers for nv rows and at least n unknowns: G row-major in its first nv n entries;
-        reg, lo, hi, pull rows of V; the compiled solve bound to them."""
+        """Buffers for nv rows and at least n unknowns: G^T (G by its columns, n x nv
+        row-major) in Gt's first n nv entries; reg, lo, hi, pull rows of V; the compiled
+        solve bound to them."""
         if nv == self._nv and n <= self._cap:
             return
         self._nv, self._cap = nv, n
-        self._G, self._V, self._x = np.zeros(nv * n), np.zeros((4, n)), np.zeros(n)
+        self._Gt, self._V, self._x = np.zeros(n * nv), np.zeros((4, n)), np.zeros(n)
         self._rhs, self._lam = np.zeros(nv), np.zeros(nv)
         from .. import compiled
 
         lib = compiled.library()
         self._solve = None if lib is None else compiled.DualNewtonInPlace(
-            lib, self._G, self._rhs, *self._V, self._lam, self._x)
+            lib, self._Gt, self._rhs, *self._V, self._lam, self._x)
 
     def __call__(self, tau, A, f0, flfv, fpe, lb, ub, warm=None, Jc=None, residual_bound=None, active=None,
                  info=None, root_inertia=None, achieved: bool = True) -> CoordinationResult:
@@ -211,10 +212,11 @@ class Coordinator:
         nd = 6 if root_inertia is not None else 0
         n = M + nc + nr + nd
         self._buffers(nv, n)
-        G = self._G[:nv * n].reshape(nv, n)  # [-A^T diag(f0 f_l f_v), Jc^T, S^T, -root_inertia]
+        # G = [-A^T diag(f0 f_l f_v), Jc^T, S^T, -root_inertia] by its columns: the rows of G^T
+        Gt = self._Gt[:n * nv].reshape(n, nv)
         reg, lo, hi, pull = self._V[:, :n]
         gain = f0 * flfv  # force per unit activation
-        np.multiply(A.T, -gain, out=G[:, :M])  # the muscles' generalised force per unit activation
+        np.multiply(A, -gain[:, None], out=Gt[:M])  # the muscles' generalised force per unit activation
         passive = A.T @ (f0 * fpe)  # -(the passive forces' generalised force)
         rhs = np.add(tau, passive, out=self._rhs)
         lo[:M] = lb
@@ -228,39 +230,44 @@ class Coordinator:
         pull[M:] = 0.0
         k = M  # the next block's first column
         if nc:
-            G[:, k:k + nc] = Jc.T
+            Gt[k:k + nc] = Jc
             reg[k:k + nc], lo[k:k + nc], hi[k:k + nc] = w.contact, 0.0, BIG
             k += nc
         if nr:
-            G[:, k:k + 6] = np.eye(nv, 6)  # S^T: the residual acts on the root's rows only
+            Gt[k:k + 6] = np.eye(6, nv)  # S^T: the residual acts on the root's rows only
             reg[k:k + 6], hi[k:k + 6] = w.residual, residual_bound
             np.negative(residual_bound, out=lo[k:k + 6])
             k += 6
         if nd:
-            np.negative(root_inertia, out=G[:, k:k + 6])
+            np.negative(root_inertia.T, out=Gt[k:k + 6])
             reg[k:k + 6], lo[k:k + 6], hi[k:k + 6] = w.root_acceleration, -BIG, BIG
         start = None
         if warm is not None:
             start = np.concatenate((np.asarray(warm, float), np.zeros(nc + nr + nd)))
         if self.solver in ("auto", "newton"):
-            z, status, act = self._newton(G, rhs, reg, lo, hi, pull, start, active, info)
+            z, status, act = self._newton(Gt, rhs, reg, lo, hi, pull, start, active, info)
         else:
-            z, status, act = bounded_lsq(G, rhs, reg, lo, hi, self.solver, start, pull, active, M, info)
+            z, status, act = bounded_lsq(np.ascontiguousarray(Gt.T), rhs, reg, lo, hi, self.solver, start, pull,
+                                         active, M, info)
         x = z[:M]
         gf = (-A.T * gain[None, :]) @ x - passive if achieved else None
         return CoordinationResult(x, gf, status, z[M:M + nc], z[M + nc:M + nc + nr] if nr else np.zeros(6), act,
                                   z[M + nc + nr:] if nd else None)
 
-    def _newton(self, G, rhs, reg, lo, hi, pull, warm, active, info):
-        """bounded_lsq's "newton" branch, the compiled method run on the buffers in place."""
-        m, n = G.shape
+    def _newton(self, Gt, rhs, reg, lo, hi, pull, warm, active, info):
+        """bounded_lsq's "newton" branch, the compiled method run on the buffers in place (G
+        by its columns, Gt = G^T); G itself, row-major, only where numpy needs it."""
+        n, m = Gt.shape
+        G = None
         if np.all(reg > 0):
             if active is not None and active.dtype.kind == "f" and len(active) == m:
                 self._lam[:] = active
             else:  # at the optimum lam = rhs - G x: start from the warm activations
                 x0 = np.clip(warm if warm is not None and len(warm) == n else np.zeros(n), lo, hi)
+                G = np.ascontiguousarray(Gt.T)
                 np.subtract(rhs, G @ x0, out=self._lam)
             if self._solve is None:  # no library: numpy's method
+                G = np.ascontiguousarray(Gt.T) if G is None else G
                 x, lam, ok = dual_newton(G, rhs, reg, lo, hi, pull, self._lam, info=info)
             else:
                 ok, steps = self._solve(m, n)
@@ -271,6 +278,7 @@ class Coordinator:
                 return x, 0, lam
         if info is not None:
             info["fallback"] = True
+        G = np.ascontiguousarray(Gt.T) if G is None else G
         x, status, _ = bounded_lsq(G, rhs, reg, lo, hi, "daqp" if _have_daqp() else "lsq", warm, pull)
         return x, status, rhs - G @ x
 
