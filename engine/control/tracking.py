@@ -175,6 +175,11 @@ class TrackingController(Controller):
         self.pace = Pace(self.params.pace, sim.dt)
         self._legs = np.isin(sim.rig.muscle_group, [GROUPS.index("right_leg"), GROUPS.index("left_leg")])
         self._paced_to = 0  # physics steps the pace governor has seen
+        self._leg_muscles = np.flatnonzero(self._legs)
+        # the last reference sampled and what it was sampled at (`reference`): a balance rollout's
+        # cost and its next decision ask for the same step
+        self._ref_key, self._ref = None, None
+        self._segments_changed = 0  # counts the changes of the plan's segments (rebase, restore)
         self._terms = self._compiled_terms(sim)
         self._coordinate = Coordinator(self.params.weights)  # coordinate(), its buffers kept between decisions
 
@@ -207,14 +212,20 @@ class TrackingController(Controller):
         self.pace, self._paced_to = copy.deepcopy(snap["pace"]), snap["paced_to"]
         for seg, (phase, place) in zip(self.plan.segments, snap["segments"]):
             seg.phase, seg.place = phase, place
+        self._segments_changed += 1
 
     # ---- pieces -----------------------------------------------------------------------
     def reference(self, step):
         """(q, qdot, qddot) of the reference at physics step `step` as this take plays it:
         `pace.lag` steps behind the plan's clock at `pace.rate` times the recorded speed."""
         pc = self.pace
-        q_ref, v_ref, a_ref = self.plan.sample(step, pc.lag, pc.prev_lag)
-        return q_ref, pc.rate * v_ref, pc.rate ** 2 * a_ref
+        # the reference is a function of these alone (the plan's segments change only by
+        # rebase and restore, which advance the count): the last one is returned again
+        key = (step, pc.lag, pc.prev_lag, pc.rate, self.plan, self._segments_changed)
+        if key != self._ref_key:
+            q_ref, v_ref, a_ref = self.plan.sample(step, pc.lag, pc.prev_lag)
+            self._ref_key, self._ref = key, (q_ref, pc.rate * v_ref, pc.rate ** 2 * a_ref)
+        return self._ref
 
     def reference_now(self, sim):
         """The reference at the simulation's current step as this take plays it (the pace
@@ -228,11 +239,12 @@ class TrackingController(Controller):
         calls it every step, so a decision every `period` steps sees the same pace)."""
         if self._paced_to > sim.steps:
             return
-        mf_legs = float(sim.fatigue.MF[self._legs].mean())
+        mf_legs = float(sim.fatigue.MF[self._leg_muscles].mean())
         while self._paced_to <= sim.steps:
             i = self.plan.segment_index(self._paced_to)
             if self.pace.update(mf_legs, i):  # a new clip continues from where the last one got to
                 self.plan.rebase(i, self.pace.prev_lag)
+                self._segments_changed += 1
             self._paced_to += 1
 
     def steer(self, q_ref, step):
