@@ -280,8 +280,8 @@ def test_tracking_reuses_the_multipliers(rig, monkeypatch):
     seen = []
     newton = co.Coordinator._newton  # the compiled method where the library loads, else numpy's
 
-    def recording(self, G, rhs, reg, lo, hi, pull, warm, active, info):
-        out = newton(self, G, rhs, reg, lo, hi, pull, warm, active, info)
+    def recording(self, G, rhs, reg, lo, hi, pull, warm, active, info, positive):
+        out = newton(self, G, rhs, reg, lo, hi, pull, warm, active, info, positive)
         seen.append((active is not None and len(active) == len(rhs), not (info or {}).get("fallback")))
         return out
 

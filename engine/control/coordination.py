@@ -223,10 +223,13 @@ class Coordinator:
         np.maximum(ub, lb, out=hi[:M])
         if w.smooth > 0 and warm is not None:
             # w_a a^2 + w_s (a - a_prev)^2 = (w_a + w_s) a^2 - 2 w_s a_prev a + const
-            reg[:M] = w.activation + w.smooth
+            reg_a = reg[:M] = w.activation + w.smooth
             np.multiply(warm, w.smooth, out=pull[:M])
         else:
-            reg[:M], pull[:M] = w.activation, 0.0
+            reg_a = reg[:M] = w.activation
+            pull[:M] = 0.0
+        positive = ((M == 0 or reg_a > 0) and (not nc or w.contact > 0) and (not nr or w.residual > 0)
+                    and (not nd or w.root_acceleration > 0))  # np.all(reg > 0)
         pull[M:] = 0.0
         k = M  # the next block's first column
         if nc:
@@ -245,7 +248,7 @@ class Coordinator:
         if warm is not None:
             start = np.concatenate((np.asarray(warm, float), np.zeros(nc + nr + nd)))
         if self.solver in ("auto", "newton"):
-            z, status, act = self._newton(Gt, rhs, reg, lo, hi, pull, start, active, info)
+            z, status, act = self._newton(Gt, rhs, reg, lo, hi, pull, start, active, info, positive)
         else:
             z, status, act = bounded_lsq(np.ascontiguousarray(Gt.T), rhs, reg, lo, hi, self.solver, start, pull,
                                          active, M, info)
@@ -254,12 +257,12 @@ class Coordinator:
         return CoordinationResult(x, gf, status, z[M:M + nc], z[M + nc:M + nc + nr] if nr else np.zeros(6), act,
                                   z[M + nc + nr:] if nd else None)
 
-    def _newton(self, Gt, rhs, reg, lo, hi, pull, warm, active, info):
+    def _newton(self, Gt, rhs, reg, lo, hi, pull, warm, active, info, positive):
         """bounded_lsq's "newton" branch, the compiled method run on the buffers in place (G
         by its columns, Gt = G^T); G itself, row-major, only where numpy needs it."""
         n, m = Gt.shape
         G = None
-        if np.all(reg > 0):
+        if positive:  # every weight > 0 (np.all(reg > 0), read off the weights)
             if active is not None and active.dtype.kind == "f" and len(active) == m:
                 self._lam[:] = active
             else:  # at the optimum lam = rhs - G x: start from the warm activations

@@ -239,7 +239,8 @@ class TrackingController(Controller):
         calls it every step, so a decision every `period` steps sees the same pace)."""
         if self._paced_to > sim.steps:
             return
-        mf_legs = float(sim.fatigue.MF[self._leg_muscles].mean())
+        legs = self._leg_muscles
+        mf_legs = float(np.add.reduce(sim.fatigue.MF[legs]) / len(legs))  # their mean (np.mean's sum and division)
         while self._paced_to <= sim.steps:
             i = self.plan.segment_index(self._paced_to)
             if self.pace.update(mf_legs, i):  # a new clip continues from where the last one got to
