@@ -34,7 +34,7 @@ import numpy as np
 ENV = "SINEW_COMPILED"  # "0" switches the compiled path off
 NATIVE = Path(__file__).resolve().parent / "native"
 SOURCES = ("decision_terms.c", "dual_newton.c", "muscle_step.c", "sinew_muscles.h")  # name order, as tools/build_native.py hashes them
-ABI_VERSION = 3
+ABI_VERSION = 4
 SUFFIX = {"linux": "so", "windows": "dll", "macos": "dylib"}
 
 _c_p = ctypes.c_void_p
@@ -116,6 +116,8 @@ def _load():
     lib.sinew_dual_newton.argtypes = [ctypes.c_int, ctypes.c_int] + [_c_p] * 6 + [ctypes.c_double, ctypes.c_int,
                                                                                 _c_p, _c_p, _c_p]
     lib.sinew_dual_newton.restype = ctypes.c_int
+    lib.sinew_dual_newton_columns.argtypes = lib.sinew_dual_newton.argtypes
+    lib.sinew_dual_newton_columns.restype = ctypes.c_int
     lib.sinew_decision_terms.argtypes = [_c_p] * 6 + [ctypes.c_double] + [_c_p] * 3
     lib.sinew_decision_terms.restype = ctypes.c_int
     return lib, "compiled"
@@ -223,21 +225,65 @@ class DecisionTerms:
         self._out = np.zeros(4 * M)
         self._Jc = np.zeros((16 * len(keep["contact_body"]), nv))
         self._call = lib.sinew_decision_terms
+        # the call's fixed arguments, their addresses taken once
+        self._fixed = (ctypes.byref(muscles._struct), ctypes.byref(self._struct), muscles._in.ctypes.data)
+        self._outs = (self._out.ctypes.data, self._Jc.ctypes.data)
+        self._data = self._data_ptrs = None  # the MjData last read, and its arrays' addresses
+
+    def _inputs(self, data):
+        """The addresses of MuJoCo's cdof, xipos (bodies 1..) and the tree's centre of mass:
+        MjData's own arrays, kept for that data (they stay where they are), or copies
+        where they are not float64 and contiguous."""
+        if data is self._data:
+            return self._data_ptrs
+        arrays = (data.cdof, data.xipos[1:], data.subtree_com[self._root])
+        if all(a.dtype == np.float64 and a.flags.c_contiguous for a in arrays):
+            self._data, self._data_ptrs = data, tuple(a.ctypes.data for a in arrays)
+            return self._data_ptrs
+        self._keep_inputs = [np.ascontiguousarray(a, dtype=np.float64) for a in arrays]  # alive through the call
+        return tuple(a.ctypes.data for a in self._keep_inputs)
 
     def __call__(self, state, data, margin: float):
         """(f_l f_v, f_PE (M,), A (M, nv), Jc (rows, nv)) at the body state, `data` MuJoCo's
         at it (cdof, xipos and the tree's centre of mass are read); fresh arrays."""
-        mus = self._muscles
-        mus.put_bodies(state.rot, state.pos, state.linvel, state.angvel)
-        cdof = np.ascontiguousarray(data.cdof, dtype=np.float64)
-        xipos = np.ascontiguousarray(data.xipos[1:], dtype=np.float64)
-        com = np.ascontiguousarray(data.subtree_com[self._root], dtype=np.float64)
+        self._muscles.put_bodies(state.rot, state.pos, state.linvel, state.angvel)
+        cdof, xipos, com = self._inputs(data)
         A = np.empty((self.M, self.nv))
-        rows = self._call(ctypes.byref(mus._struct), ctypes.byref(self._struct), mus._in.ctypes.data,
-                          cdof.ctypes.data, xipos.ctypes.data, com.ctypes.data, float(margin),
-                          self._out.ctypes.data, A.ctypes.data, self._Jc.ctypes.data)
+        out, Jc = self._outs
+        rows = self._call(*self._fixed, cdof, xipos, com, float(margin), out, A.ctypes.data, Jc)
         M = self.M
         return self._out[2 * M:3 * M].copy(), self._out[3 * M:].copy(), A, self._Jc[:rows].copy()
+
+
+class DualNewtonInPlace:
+    """dual_newton in C on arrays that stay where they are (engine.control.coordination.
+    Coordinator's buffers): their addresses are taken once, so a call copies nothing. A call
+    for (m, n) reads G by its columns from Gt's first n m entries (G^T, n x m row-major:
+    sinew_dual_newton_columns, the same solve as sinew_dual_newton on G), rhs, and the
+    first n entries of reg, lo, hi and pull, starts from lam (m) and leaves the multipliers
+    there and the minimiser in x's first n entries."""
+
+    def __init__(self, lib, Gt, rhs, reg, lo, hi, pull, lam, x):
+        arrays = (Gt, rhs, reg, lo, hi, pull, lam, x)
+        if not all(a.dtype == np.float64 and a.flags.c_contiguous and a.flags.writeable for a in arrays):
+            raise ValueError("DualNewtonInPlace: float64, C-contiguous, writeable arrays expected")
+        self._arrays = arrays  # kept alive: the library reads and writes them by address
+        self._ptrs = [a.ctypes.data for a in arrays]
+        self._cap = min(len(reg), len(lo), len(hi), len(pull), len(x))
+        self._m = min(len(rhs), len(lam))
+        self._steps = ctypes.c_int(0)
+        self._steps_ref = ctypes.byref(self._steps)
+        self._call = lib.sinew_dual_newton_columns
+
+    def __call__(self, m: int, n: int, tol: float = 1e-9, max_iter: int = 200) -> tuple[bool, int]:
+        """Solve; returns (converged, Newton steps)."""
+        if not (0 <= m <= self._m and 0 <= n <= self._cap and m * n <= len(self._arrays[0])):
+            raise ValueError(f"DualNewtonInPlace: ({m}, {n}) does not fit the buffers")
+        Gt, rhs, reg, lo, hi, pull, lam, x = self._ptrs
+        ok = self._call(m, n, Gt, rhs, reg, lo, hi, pull, tol, max_iter, lam, x, self._steps_ref)
+        if ok < 0:
+            raise MemoryError("sinew_dual_newton: out of memory")
+        return bool(ok), self._steps.value
 
 
 def dual_newton(lib, G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200, info=None):

@@ -40,7 +40,7 @@ def joint_errors_deg(rig: Rig, diff: np.ndarray) -> float:
     error", and the balance planner's cost term."""
     sq = np.square(diff[rig.dof_start[1]:])
     angles = np.sqrt(np.add.reduceat(sq, rig.dof_start[1:-1] - rig.dof_start[1]))  # one per joint
-    return float(np.degrees(np.mean(angles)))
+    return float(np.degrees(np.add.reduce(angles) / len(angles)))  # np.mean's sum and division, less overhead
 
 
 def q_to_pose(rig: Rig, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

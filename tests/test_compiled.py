@@ -279,3 +279,27 @@ def test_each_platform_payload_carries_its_own_library():
         native = {rel: src for rel, src in be.platform_payload([], plat).items() if rel.startswith("engine/native/")}
         assert list(native) == [be.native_library(plat)]
         assert native[be.native_library(plat)] == compiled.library_path(plat)
+
+
+@needs_compiled
+@pytest.mark.parametrize("seed", range(6))
+def test_in_place_solve_equals_the_copying_call(seed):
+    """DualNewtonInPlace (the tracker's Coordinator's solve: G by its columns, on buffers
+    with room to spare) gives compiled.dual_newton's minimiser, multipliers and steps to the bit."""
+    G, rhs, reg, lo, hi, pull, lam = _box_problem(seed)
+    m, n = G.shape
+    lam = np.zeros(m) if lam is None else lam
+    cap = n + 9
+    bG, bV, bx, brhs, blam = np.zeros(m * cap), np.zeros((4, cap)), np.zeros(cap), np.zeros(m + 2), np.zeros(m + 2)
+    solve = compiled.DualNewtonInPlace(compiled.library(), bG, brhs, *bV, blam, bx)
+    bG[:m * n] = G.T.ravel()  # G^T, row-major
+    for row, v in zip(bV, (reg, lo, hi, pull)):
+        row[:n] = v
+    brhs[:m], blam[:m] = rhs, lam
+    info = {}
+    x, l, ok = compiled.dual_newton(compiled.library(), G, rhs, reg, lo, hi, pull, lam, info=info)
+    ok2, steps = solve(m, n)
+    assert ok and ok2 and steps == info["steps"]
+    assert np.array_equal(bx[:n], x) and np.array_equal(blam[:m], l)
+    with pytest.raises(ValueError):
+        solve(m, cap + 1)

@@ -173,6 +173,38 @@ def test_a_clip_after_a_slowed_one_continues_from_where_that_one_got_to(rig, wal
     assert np.linalg.norm(before[:2] - prev[:2]) > 0.2  # where the plan had put it: 37 steps of walking away
 
 
+
+def test_the_tracker_samples_the_reference_afresh_when_the_pace_or_the_plan_moved(rig, walk_ref):
+    """TrackingController.reference returns its last sample again when asked for the same step
+    at the same pace (a balance rollout's cost and its next decision do): through a slowing
+    pace, a clip switch (rebase) and a restore it gives what a fresh sample gives, bit for bit."""
+    from engine.control.plan import MotionPlan
+    from engine.control.tracking import TrackingController
+    from engine.simulation import Simulation
+
+    sim = Simulation(rig)
+    plan = MotionPlan(rig, [(walk_ref, 0.5, "a"), (walk_ref, 0.5, "b")], blend=0.2)
+    ctl = TrackingController(sim, plan, TrackingParams())
+    sim.fatigue.MF[:] = 0.6  # tired legs: the pace slows every step
+
+    def fresh(step):
+        q, v, a = plan.sample(step, ctl.pace.lag, ctl.pace.prev_lag)
+        return q, ctl.pace.rate * v, ctl.pace.rate ** 2 * a
+
+    snap = None
+    for step in range(plan.segments[1].start + 30):
+        sim.steps = step
+        ctl.advance_pace(sim)
+        for _ in range(2):  # asked twice at a step: the second is the kept sample
+            for got, want in zip(ctl.reference(step), fresh(step)):
+                assert np.array_equal(got, want), step
+        if step == 40:
+            snap = ctl.snapshot()
+    assert ctl.pace.rate < 0.9 and ctl.pace.lag > 1.0
+    ctl.restore(snap)  # back before the switch: the rebased segment is put back
+    for got, want in zip(ctl.reference(41), fresh(41)):
+        assert np.array_equal(got, want)
+
 @pytest.mark.parametrize("value", ["-1", "nan", "fast"])
 def test_a_bad_pace_is_one_line_naming_the_flag(tmp_path, value):
     from .test_cli import sinew

@@ -164,42 +164,126 @@ def coordinate(tau, A, f0, flfv, fpe, lb, ub, weights: CoordinationWeights = Coo
     (dual active set, DAQP), or 'lsq' (scipy.optimize.lsq_linear, BVLS). info: see
     bounded_lsq.
     """
-    M, nv = A.shape
-    gain = f0 * flfv  # force per unit activation
-    G = -A.T * gain[None, :]  # (nv, M)
-    rhs = tau + A.T @ (f0 * fpe)
-    lo, hi = np.asarray(lb, float), np.maximum(np.asarray(ub, float), lb)
-    reg = np.full(M, weights.activation)
-    pull = np.zeros(M)
-    if weights.smooth > 0 and warm is not None:
-        # w_a a^2 + w_s (a - a_prev)^2 = (w_a + w_s) a^2 - 2 w_s a_prev a + const
-        reg = reg + weights.smooth
-        pull = weights.smooth * np.asarray(warm, float)
-    blocks, nc, nr = [G], 0, 0
-    if Jc is not None and len(Jc):
-        nc = len(Jc)
-        blocks.append(Jc.T)
-        reg, pull = np.concatenate((reg, np.full(nc, weights.contact))), np.concatenate((pull, np.zeros(nc)))
-        lo, hi = np.concatenate((lo, np.zeros(nc))), np.concatenate((hi, np.full(nc, BIG)))
-    if residual_bound is not None:
-        nr = 6
-        blocks.append(np.eye(nv, 6))  # S^T: the residual acts on the root's rows only
-        reg, pull = np.concatenate((reg, np.full(6, weights.residual))), np.concatenate((pull, np.zeros(6)))
-        lo, hi = np.concatenate((lo, -residual_bound)), np.concatenate((hi, residual_bound))
-    nd = 0
-    if root_inertia is not None:
-        nd = 6
-        blocks.append(-np.asarray(root_inertia, float))
-        reg, pull = np.concatenate((reg, np.full(6, weights.root_acceleration))), np.concatenate((pull, np.zeros(6)))
-        lo, hi = np.concatenate((lo, np.full(6, -BIG))), np.concatenate((hi, np.full(6, BIG)))
-    Gall = np.hstack(blocks) if len(blocks) > 1 else G
-    start = None
-    if warm is not None:
-        start = np.concatenate((np.asarray(warm, float), np.zeros(nc + nr + nd)))
-    z, status, act = bounded_lsq(Gall, rhs, reg, lo, hi, solver, start, pull, active, M, info)
-    x = z[:M]
-    return CoordinationResult(x, G @ x - A.T @ (f0 * fpe), status, z[M:M + nc],
-                              z[M + nc:M + nc + nr] if nr else np.zeros(6), act, z[M + nc + nr:] if nd else None)
+    return Coordinator(weights, solver)(tau, A, f0, flfv, fpe, lb, ub, warm, Jc, residual_bound, active, info,
+                                        root_inertia)
+
+
+class Coordinator:
+    """`coordinate` with its arrays kept from call to call (a tracker solves a problem of the
+    same form every step): the problem is assembled into buffers sized for the most unknowns
+    met so far, and where the library loads the compiled Newton method runs on them in place
+    (engine.compiled.DualNewtonInPlace: no copies, no pointer look-ups). Each entry is the
+    same operation on the same numbers as in a fresh call, so a reused Coordinator gives the
+    same result to the bit (tests/test_tracking.py)."""
+
+    def __init__(self, weights: CoordinationWeights = CoordinationWeights(), solver: str = "auto"):
+        self.weights, self.solver = weights, solver
+        self._nv = self._cap = -1  # the buffers' rows and unknowns
+
+    def __getstate__(self):  # a copy or a pickle makes its own buffers (the compiled solve holds addresses)
+        return dict(weights=self.weights, solver=self.solver)
+
+    def __setstate__(self, state):
+        self.__init__(state["weights"], state["solver"])
+
+    def _buffers(self, nv: int, n: int) -> None:
+        """Buffers for nv rows and at least n unknowns: G^T (G by its columns, n x nv
+        row-major) in Gt's first n nv entries; reg, lo, hi, pull rows of V; the compiled
+        solve bound to them."""
+        if nv == self._nv and n <= self._cap:
+            return
+        self._nv, self._cap = nv, n
+        self._Gt, self._V, self._x = np.zeros(n * nv), np.zeros((4, n)), np.zeros(n)
+        self._rhs, self._lam = np.zeros(nv), np.zeros(nv)
+        from .. import compiled
+
+        lib = compiled.library()
+        self._solve = None if lib is None else compiled.DualNewtonInPlace(
+            lib, self._Gt, self._rhs, *self._V, self._lam, self._x)
+
+    def __call__(self, tau, A, f0, flfv, fpe, lb, ub, warm=None, Jc=None, residual_bound=None, active=None,
+                 info=None, root_inertia=None, achieved: bool = True) -> CoordinationResult:
+        """coordinate()'s problem and result (its docstring); achieved=False leaves the
+        result's `achieved` None (one product less, for a caller that does not read it)."""
+        w = self.weights
+        M, nv = A.shape
+        nc = len(Jc) if Jc is not None else 0
+        nr = 6 if residual_bound is not None else 0
+        nd = 6 if root_inertia is not None else 0
+        n = M + nc + nr + nd
+        self._buffers(nv, n)
+        # G = [-A^T diag(f0 f_l f_v), Jc^T, S^T, -root_inertia] by its columns: the rows of G^T
+        Gt = self._Gt[:n * nv].reshape(n, nv)
+        reg, lo, hi, pull = self._V[:, :n]
+        gain = f0 * flfv  # force per unit activation
+        np.multiply(A, -gain[:, None], out=Gt[:M])  # the muscles' generalised force per unit activation
+        passive = A.T @ (f0 * fpe)  # -(the passive forces' generalised force)
+        rhs = np.add(tau, passive, out=self._rhs)
+        lo[:M] = lb
+        np.maximum(ub, lb, out=hi[:M])
+        if w.smooth > 0 and warm is not None:
+            # w_a a^2 + w_s (a - a_prev)^2 = (w_a + w_s) a^2 - 2 w_s a_prev a + const
+            reg_a = reg[:M] = w.activation + w.smooth
+            np.multiply(warm, w.smooth, out=pull[:M])
+        else:
+            reg_a = reg[:M] = w.activation
+            pull[:M] = 0.0
+        positive = ((M == 0 or reg_a > 0) and (not nc or w.contact > 0) and (not nr or w.residual > 0)
+                    and (not nd or w.root_acceleration > 0))  # np.all(reg > 0)
+        pull[M:] = 0.0
+        k = M  # the next block's first column
+        if nc:
+            Gt[k:k + nc] = Jc
+            reg[k:k + nc], lo[k:k + nc], hi[k:k + nc] = w.contact, 0.0, BIG
+            k += nc
+        if nr:
+            Gt[k:k + 6] = np.eye(6, nv)  # S^T: the residual acts on the root's rows only
+            reg[k:k + 6], hi[k:k + 6] = w.residual, residual_bound
+            np.negative(residual_bound, out=lo[k:k + 6])
+            k += 6
+        if nd:
+            np.negative(root_inertia.T, out=Gt[k:k + 6])
+            reg[k:k + 6], lo[k:k + 6], hi[k:k + 6] = w.root_acceleration, -BIG, BIG
+        start = None
+        if warm is not None:
+            start = np.concatenate((np.asarray(warm, float), np.zeros(nc + nr + nd)))
+        if self.solver in ("auto", "newton"):
+            z, status, act = self._newton(Gt, rhs, reg, lo, hi, pull, start, active, info, positive)
+        else:
+            z, status, act = bounded_lsq(np.ascontiguousarray(Gt.T), rhs, reg, lo, hi, self.solver, start, pull,
+                                         active, M, info)
+        x = z[:M]
+        gf = (-A.T * gain[None, :]) @ x - passive if achieved else None
+        return CoordinationResult(x, gf, status, z[M:M + nc], z[M + nc:M + nc + nr] if nr else np.zeros(6), act,
+                                  z[M + nc + nr:] if nd else None)
+
+    def _newton(self, Gt, rhs, reg, lo, hi, pull, warm, active, info, positive):
+        """bounded_lsq's "newton" branch, the compiled method run on the buffers in place (G
+        by its columns, Gt = G^T); G itself, row-major, only where numpy needs it."""
+        n, m = Gt.shape
+        G = None
+        if positive:  # every weight > 0 (np.all(reg > 0), read off the weights)
+            if active is not None and active.dtype.kind == "f" and len(active) == m:
+                self._lam[:] = active
+            else:  # at the optimum lam = rhs - G x: start from the warm activations
+                x0 = np.clip(warm if warm is not None and len(warm) == n else np.zeros(n), lo, hi)
+                G = np.ascontiguousarray(Gt.T)
+                np.subtract(rhs, G @ x0, out=self._lam)
+            if self._solve is None:  # no library: numpy's method
+                G = np.ascontiguousarray(Gt.T) if G is None else G
+                x, lam, ok = dual_newton(G, rhs, reg, lo, hi, pull, self._lam, info=info)
+            else:
+                ok, steps = self._solve(m, n)
+                x, lam = self._x[:n].copy(), self._lam.copy()
+                if info is not None:
+                    info["steps"] = steps
+            if ok:
+                return x, 0, lam
+        if info is not None:
+            info["fallback"] = True
+        G = np.ascontiguousarray(Gt.T) if G is None else G
+        x, status, _ = bounded_lsq(G, rhs, reg, lo, hi, "daqp" if _have_daqp() else "lsq", warm, pull)
+        return x, status, rhs - G @ x
 
 
 def dual_newton(G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200, info=None):

@@ -40,15 +40,17 @@ import numpy as np
 from .. import fatigue as fat
 from ..errors import ParameterError
 from ..physics.mujoco_backend import full_mass_matrix
+from ..muscle_step import _FastClipNumpy
 from ..simulation import MuscleCommand
 from ..rig import GROUPS
 from ..transforms import cross
 from .controller import Controller
-from .coordination import CoordinationWeights, MomentArms, coordinate
+from .coordination import CoordinationWeights, Coordinator, MomentArms
 from .pace import Pace
 from .plan import MotionPlan
 
 G = 9.81
+_FAST_CLIP = _FastClipNumpy  # numpy with clip as maximum / minimum: the same bounds, less overhead
 FRICTION = 0.8  # friction coefficient the plan assumes (MuJoCo's ground has 1)
 
 
@@ -154,6 +156,7 @@ class TrackingController(Controller):
         r = self.params.residual
         self.residual_bound = np.array([r * weight] * 3 + [r * weight * 1.0] * 3) if r > 0 else None
         self._M = np.zeros((self.model.nv, self.model.nv))
+        self._M_diag = self._M.reshape(-1)[::self.model.nv + 1]  # a view of M's diagonal
         self._contact_bodies = np.flatnonzero(sim.rig.body_contact)
         signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
         self._corner_local = 0.5 * signs[None] * sim.rig.body_size[:, None]  # (B, 8, 3)
@@ -163,13 +166,22 @@ class TrackingController(Controller):
         self._jp = np.zeros((sim.rig.num_bodies, 3, self.model.nv))
         self._jr = np.zeros((sim.rig.num_bodies, 3, self.model.nv))
         self.last = None  # the last decision's details, for probes and tests
+        # whether a decision keeps its diagnostics (`last`, the ground-force gap in `stats`); the
+        # balance planner's rollouts (engine.control.balance.Shadow) read only the command
+        self.diagnostics = True
         self.stats = dict(solve_s=0.0, prepare_s=0.0, decisions=0, ground_gap_N=0.0, ground_gap_steps=0,
                           solver_steps=0, solver_fallbacks=0)
         self._planned_ground = None
         self.pace = Pace(self.params.pace, sim.dt)
         self._legs = np.isin(sim.rig.muscle_group, [GROUPS.index("right_leg"), GROUPS.index("left_leg")])
         self._paced_to = 0  # physics steps the pace governor has seen
+        self._leg_muscles = np.flatnonzero(self._legs)
+        # the last reference sampled and what it was sampled at (`reference`): a balance rollout's
+        # cost and its next decision ask for the same step
+        self._ref_key, self._ref = None, None
+        self._segments_changed = 0  # counts the changes of the plan's segments (rebase, restore)
         self._terms = self._compiled_terms(sim)
+        self._coordinate = Coordinator(self.params.weights)  # coordinate(), its buffers kept between decisions
 
     def _compiled_terms(self, sim):
         """muscle_terms in C (engine.compiled.DecisionTerms) where the muscle step is compiled,
@@ -200,14 +212,20 @@ class TrackingController(Controller):
         self.pace, self._paced_to = copy.deepcopy(snap["pace"]), snap["paced_to"]
         for seg, (phase, place) in zip(self.plan.segments, snap["segments"]):
             seg.phase, seg.place = phase, place
+        self._segments_changed += 1
 
     # ---- pieces -----------------------------------------------------------------------
     def reference(self, step):
         """(q, qdot, qddot) of the reference at physics step `step` as this take plays it:
         `pace.lag` steps behind the plan's clock at `pace.rate` times the recorded speed."""
         pc = self.pace
-        q_ref, v_ref, a_ref = self.plan.sample(step, pc.lag, pc.prev_lag)
-        return q_ref, pc.rate * v_ref, pc.rate ** 2 * a_ref
+        # the reference is a function of these alone (the plan's segments change only by
+        # rebase and restore, which advance the count): the last one is returned again
+        key = (step, pc.lag, pc.prev_lag, pc.rate, self.plan, self._segments_changed)
+        if key != self._ref_key:
+            q_ref, v_ref, a_ref = self.plan.sample(step, pc.lag, pc.prev_lag)
+            self._ref_key, self._ref = key, (q_ref, pc.rate * v_ref, pc.rate ** 2 * a_ref)
+        return self._ref
 
     def reference_now(self, sim):
         """The reference at the simulation's current step as this take plays it (the pace
@@ -221,11 +239,13 @@ class TrackingController(Controller):
         calls it every step, so a decision every `period` steps sees the same pace)."""
         if self._paced_to > sim.steps:
             return
-        mf_legs = float(sim.fatigue.MF[self._legs].mean())
+        legs = self._leg_muscles
+        mf_legs = float(np.add.reduce(sim.fatigue.MF[legs]) / len(legs))  # their mean (np.mean's sum and division)
         while self._paced_to <= sim.steps:
             i = self.plan.segment_index(self._paced_to)
             if self.pace.update(mf_legs, i):  # a new clip continues from where the last one got to
                 self.plan.rebase(i, self.pace.prev_lag)
+                self._segments_changed += 1
             self._paced_to += 1
 
     def steer(self, q_ref, step):
@@ -270,7 +290,7 @@ class TrackingController(Controller):
             mujoco.mj_forward(m, d)
         full_mass_matrix(m, d, self._M)
         # implicitfast integrates joint damping implicitly: the step sees M + dt D
-        self._M[np.diag_indices(m.nv)] += m.opt.timestep * m.dof_damping
+        self._M_diag += m.opt.timestep * m.dof_damping
         return self._M, d.qfrc_bias - d.qfrc_passive
 
     def _check_ground(self, sim) -> None:
@@ -326,13 +346,14 @@ class TrackingController(Controller):
         """Everything a decision's solve needs at the physics state (steps 1-4 of the module
         docstring), after checking the last step's ground force and advancing the pace."""
         q, qd = sim.physics.get_q()
-        self._check_ground(sim)
+        if self.diagnostics:
+            self._check_ground(sim)
         self.advance_pace(sim)
         a_star, q_ref = self.wanted_acceleration(q, qd, sim.steps)
         Mm, bias = self.dynamics(q, qd)
         flfv, fpe, A, Jc = self.muscle_terms(sim, state)
         p = sim.muscles.params
-        lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, sim.muscles.dt, p.F_eff, p.LD, p.LR)
+        lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, sim.muscles.dt, p.F_eff, p.LD, p.LR, _FAST_CLIP)
         return DecisionInputs(q, q_ref, Mm, Mm @ a_star + bias, flfv, fpe, A, Jc, lb, ub)
 
     def act(self, sim, state) -> MuscleCommand:
@@ -345,22 +366,27 @@ class TrackingController(Controller):
         t1 = time.perf_counter()
         info = {}
         free_root = d.M[:, :6] if self.residual_bound is None else None  # no residual: the root may give way
-        sol = coordinate(tau, A, rig.muscle_f0, d.flfv, d.fpe, lb, ub, self.params.weights, warm=self._warm,
-                         Jc=Jc, residual_bound=self.residual_bound, active=self._active, info=info,
-                         root_inertia=free_root)
-        contact_gf = Jc.T @ sol.contact
+        sol = self._coordinate(tau, A, rig.muscle_f0, d.flfv, d.fpe, lb, ub, warm=self._warm, Jc=Jc,
+                               residual_bound=self.residual_bound, active=self._active, info=info,
+                               root_inertia=free_root, achieved=self.diagnostics)
         g = sol.residual
         self._warm, self._active = sol.activation, sol.active
-        self._planned_ground = contact_gf[:3].copy()  # the free root's translation rows: the summed ground force
         t2 = time.perf_counter()
         # residual generalised force -> force at the pelvis centre and torque (world)
-        force = g[:3].copy()
-        R0 = state.rot[0] @ rig.body_rest_rot[0].T  # the root joint's frame
-        torque = R0 @ g[3:] - cross(state.pos[0] - q[:3], force)
-        achieved = sol.achieved + contact_gf
-        achieved[:6] += g
-        self.last = dict(tau=tau, achieved=achieved, contact_gf=contact_gf, muscle_gf=sol.achieved, residual=g, activation=sol.activation,
-                         lb=lb, ub=ub, contact_rows=len(Jc), q_ref=q_ref, status=sol.status, root_change=sol.root_change)
+        if self.residual_bound is None:  # no residual: g = 0, and so are the force and torque
+            force, torque = np.zeros(3), np.zeros(3)
+        else:
+            force = g[:3].copy()
+            R0 = state.rot[0] @ rig.body_rest_rot[0].T  # the root joint's frame
+            torque = R0 @ g[3:] - cross(state.pos[0] - q[:3], force)
+        if self.diagnostics:
+            contact_gf = Jc.T @ sol.contact
+            self._planned_ground = contact_gf[:3].copy()  # the free root's translation rows: the summed ground force
+            achieved = sol.achieved + contact_gf
+            achieved[:6] += g
+            self.last = dict(tau=tau, achieved=achieved, contact_gf=contact_gf, muscle_gf=sol.achieved, residual=g,
+                             activation=sol.activation, lb=lb, ub=ub, contact_rows=len(Jc), q_ref=q_ref,
+                             status=sol.status, root_change=sol.root_change)
         self.tally(t1 - t0, t2 - t1, info)
         return MuscleCommand(sol.activation, force, torque)
 

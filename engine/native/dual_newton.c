@@ -77,6 +77,21 @@ static void compress(int m, int n, const double *G, Columns *c) {
     start[0] = 0;
 }
 
+/* The same columns from G^T (n x m row-major: G's columns one after another), in one pass. */
+static void compress_columns(int m, int n, const double *Gt, Columns *c) {
+    int p = 0;
+    for (int j = 0; j < n; j++) {
+        c->start[j] = p;
+        for (int i = 0; i < m; i++) {
+            double g = Gt[(size_t)j * m + i];
+            if (g == 0.0) continue;
+            c->row[p] = i;
+            c->val[p++] = g;
+        }
+    }
+    c->start[n] = p;
+}
+
 /* out = G^T v */
 static void gt_times(int n, const Columns *c, const double *v, double *out) {
     for (int j = 0; j < n; j++) {
@@ -242,9 +257,10 @@ static double residual(int m, const double *lam, const double *r, double *F) {
     return v;
 }
 
-SINEW_API int sinew_dual_newton(int m, int n, const double *G, const double *rhs, const double *reg,
-                                const double *lo, const double *hi, const double *pull, double tol,
-                                int max_iter, double *lam, double *x, int *steps) {
+/* G (m x n row-major), or G^T (n x m row-major) where by_columns */
+static int newton(int m, int n, const double *G, int by_columns, const double *rhs, const double *reg,
+                  const double *lo, const double *hi, const double *pull, double tol, int max_iter, double *lam,
+                  double *x, int *steps) {
     size_t nn = (size_t)n, mm = (size_t)m;
     double *buf = malloc((5 * nn + 4 * mm + 2 * mm * mm + nn * mm) * sizeof(double));
     Breakpoint *ev = malloc(2 * nn * sizeof(Breakpoint) + 1);
@@ -258,7 +274,10 @@ SINEW_API int sinew_dual_newton(int m, int n, const double *G, const double *rhs
     double *y = buf, *w = y + nn, *b = w + nn, *yn = b + nn, *coef = yn + nn;
     double *r = coef + nn, *F = r + mm, *step = F + mm, *rhs_neg = step + mm, *J = rhs_neg + mm, *L = J + mm * mm;
     gc.val = L + mm * mm; /* G's nonzeros by column */
-    compress(m, n, G, &gc);
+    if (by_columns)
+        compress_columns(m, n, G, &gc);
+    else
+        compress(m, n, G, &gc);
     int8_t *in_J = s + nn; /* 1 where column j is in J (its x_j was free) */
     double scale = 1.0;
     for (int i = 0; i < m; i++)
@@ -320,4 +339,18 @@ SINEW_API int sinew_dual_newton(int m, int n, const double *G, const double *rhs
     if (result == -2) result = residual(m, lam, r, F) <= tol * scale;
     free(buf), free(ev), free(cols), free(s);
     return result;
+}
+
+SINEW_API int sinew_dual_newton(int m, int n, const double *G, const double *rhs, const double *reg,
+                                const double *lo, const double *hi, const double *pull, double tol,
+                                int max_iter, double *lam, double *x, int *steps) {
+    return newton(m, n, G, 0, rhs, reg, lo, hi, pull, tol, max_iter, lam, x, steps);
+}
+
+/* The same solve with G given by its columns: Gt = G^T, n x m row-major (the tracker assembles
+ * it so: a muscle's column of G is its row of moment arms times its force per activation). */
+SINEW_API int sinew_dual_newton_columns(int m, int n, const double *Gt, const double *rhs, const double *reg,
+                                        const double *lo, const double *hi, const double *pull, double tol,
+                                        int max_iter, double *lam, double *x, int *steps) {
+    return newton(m, n, Gt, 1, rhs, reg, lo, hi, pull, tol, max_iter, lam, x, steps);
 }

@@ -23,7 +23,7 @@
 
 SINEW_API const char *sinew_source_hash(void) { return SINEW_SOURCE_HASH; }
 
-SINEW_API int sinew_abi_version(void) { return 3; } /* bump when a call or a struct changes (2: sinew_dual_newton, 3: sinew_decision_terms) */
+SINEW_API int sinew_abi_version(void) { return 4; } /* bump when a call or a struct changes (2: sinew_dual_newton, 3: sinew_decision_terms, 4: sinew_dual_newton_columns) */
 
 SINEW_API int sinew_struct_size(void) { return (int)sizeof(SinewMuscles); }
 

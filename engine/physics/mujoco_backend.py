@@ -181,6 +181,10 @@ class MujocoBackend(Backend):
         self._xfrc, self._xfrc_bodies = d.xfrc_applied, d.xfrc_applied[1:]
         self._warnings = [int(w) for w in (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQVEL,
                                            mujoco.mjtWarning.mjWARN_BADQPOS)]
+        # the warnings' counts as one live array (a view into MjData; one struct per warning otherwise)
+        self._warning_numbers = getattr(d.warning, "number", None)
+        self._everything_moves = bool(len(qi) == len(self._rest_q) and (self._qi == np.arange(m.nq)).all()
+                                      and (self._vi == np.arange(m.nv)).all())  # get_q: qpos and qvel as they are
         self._warned = self._warning_count()
         mujoco.mj_forward(m, self.data)
 
@@ -212,6 +216,8 @@ class MujocoBackend(Backend):
         mujoco.mj_step1(m, d)  # the data is kept half-stepped (step)
 
     def get_q(self):
+        if self._everything_moves:  # no pinned joint: MuJoCo's qpos and qvel are q and qdot
+            return self.data.qpos.copy(), self.data.qvel.copy()
         q, qd = self._rest_q.copy(), np.zeros(self.rig.num_dofs)
         q[self._qi], qd[self._vi] = self.data.qpos, self.data.qvel
         return q, qd
@@ -249,8 +255,12 @@ class MujocoBackend(Backend):
                                         f"out of bounds, as after a push no body takes) and reset it{said}")
 
     def _warning_count(self) -> int:
-        w = self.data.warning
-        return sum(int(w[i].number) for i in self._warnings)
+        n = self._warning_numbers
+        if n is None:  # bindings without the struct list's field arrays
+            w = self.data.warning
+            return sum(int(w[i].number) for i in self._warnings)
+        a, b, c = self._warnings
+        return int(n[a]) + int(n[b]) + int(n[c])
 
     def ground_force(self):
         """World-frame force (3,) the ground put on the character in the last step: the
