@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from .coordination import coordinate
+from .grounding import SWING_CLEAR_M
 from .plan import CyclicClip
 
 G = 9.81
@@ -96,7 +97,9 @@ def figures(d: dict) -> str:
         out += f" and {d['root_torque_help_Nm_mean']:.0f} N m of root torque"
     g = d.get("grounding")  # a take saved before the feet were grounded has none
     if g and g["foot_move_cm"] > 0:
-        out += f" (its stance feet moved up to {g['foot_move_cm']:.1f} cm onto the floor)"
+        low = g.get("lowest_in_air_cm")  # a take saved before swinging feet were raised has none
+        air = f", a swinging foot raised from {low:.1f} cm" if low is not None and low < 100 * SWING_CLEAR_M else ""
+        out += f" (its stance feet moved up to {g['foot_move_cm']:.1f} cm onto the floor{air})"
     return out
 
 
