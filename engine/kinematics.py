@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .rig import JOINT_TYPES, Rig
-from .transforms import axis_angle_to_matrix, cross, quat_to_matrix
+from .transforms import axis_angle_to_matrix, quat_to_matrix
 
 FREE, BALL, HINGE = (JOINT_TYPES.index(t) for t in ("free", "ball", "hinge"))
 

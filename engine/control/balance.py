@@ -37,7 +37,6 @@ import sys
 import time
 from dataclasses import dataclass
 
-import mujoco
 import numpy as np
 
 from ..errors import ParameterError

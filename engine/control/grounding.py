@@ -9,7 +9,9 @@ up for a third of its stance. Tracked as it is, a hovering stance foot lands lat
 reference's pelvis is already being caught (the sprint asked ~0.4 body weights of root help
 that no contact could give, engine.control.demands), and a sunken one is pushed out.
 
-`ground_feet` moves each foot straight up or down by dz in each frame (the talus kept at its
+A clip whose planted feet are in the floor on average (placed too low on this body: the
+CMU walk's stand 1.6 and 2.8 cm deep) is first raised whole by that much; then `ground_feet`
+moves each foot straight up or down by dz in each frame (the talus kept at its
 orientation, so the toes follow rigidly), by damped least squares over both legs' hip, knee
 and ankle and, only where a leg cannot reach (a stance knee already straight: no knee is bent
 past its limit), by lowering the pelvis; the arms, trunk and the pelvis's path otherwise stay
@@ -181,15 +183,24 @@ def stance_frames(space, q: np.ndarray, cycle, fps: float) -> tuple[np.ndarray, 
 def ground_feet(space, q: np.ndarray, cycle, fps: float) -> tuple[np.ndarray, dict]:
     """The looped clip q (F, nq; frame F is cycle.apply_q(q[0])) with its feet on the floor
     (module docstring), and a summary: the share of frames each foot (right, left) is
-    planted, the largest foot and pelvis moves (cm), how low the clip had a foot in the air
+    planted, how far the whole clip was raised first (cm), the largest foot and pelvis moves
+    (cm) after that, how low the clip had a foot in the air
     (cm; below SWING_CLEAR_M it was raised) and how fast each planted foot slides across the
     floor (cm/s)."""
     data = mujoco.MjData(space.model)
     tracks = _foot_tracks(space, q, cycle)
     h, stance = planted(tracks, fps)
     if not stance.any():  # a still clip: nothing to do
-        return q.copy(), dict(planted_share=[0.0, 0.0], foot_move_cm=0.0, pelvis_move_cm=0.0,
+        return q.copy(), dict(planted_share=[0.0, 0.0], lift_cm=0.0, foot_move_cm=0.0, pelvis_move_cm=0.0,
                               lowest_in_air_cm=None, slide_cm_per_s=[0.0, 0.0])
+    # stance feet in the floor on average (a capture placed too low on this body): the whole
+    # clip goes up first, so the legs bend only for each foot's own difference (a leg near
+    # straight bends ~17 deg to raise its foot 1 cm); too high, the pelvis comes down below
+    lift = max(PLANT_M - float(h[stance].mean()), 0.0)
+    if lift > 0:
+        q = q.copy()
+        q[:, 2] += lift
+        h = h + lift
     airborne = in_the_air(tracks, fps)
     dz = corrections(h, stance, airborne)
     # a foot can always be raised (the knee bends), not always lowered (a stance leg is
@@ -206,7 +217,7 @@ def ground_feet(space, q: np.ndarray, cycle, fps: float) -> tuple[np.ndarray, di
     slide = slides(tracks) * fps
     low = h[airborne].min() if airborne.any() else np.inf
     return out, dict(planted_share=[round(float(x), 3) for x in stance.mean(axis=0)],
-                     foot_move_cm=round(100 * float(np.abs(dz).max()), 2),
+                     lift_cm=round(100 * lift, 2), foot_move_cm=round(100 * float(np.abs(dz).max()), 2),
                      lowest_in_air_cm=round(100 * float(low), 2) if np.isfinite(low) else None,
                      pelvis_move_cm=round(100 * float(np.abs(root).max()), 2),
                      slide_cm_per_s=[round(100 * float(slide[stance[:, k], k].mean()), 1) if stance[:, k].any() else 0.0

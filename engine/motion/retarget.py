@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ParameterError
-from ..kinematics import BALL, FREE, HINGE, MusclePaths, forward_kinematics, muscle_lengths
+from ..kinematics import BALL, FREE, HINGE, MusclePaths
 from ..transforms import (
     matrix_to_quat,
     quat_angle,
