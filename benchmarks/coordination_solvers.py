@@ -18,6 +18,7 @@ Measured on the shared 2-core machine (5 s walk): see engine/control/__init__.py
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import time
@@ -30,7 +31,6 @@ sys.path.insert(0, str(ROOT))
 
 from engine import fatigue as fat  # noqa: E402
 from engine.control import coordination as co  # noqa: E402
-from engine.control import tracking as tr  # noqa: E402
 
 WALK = ROOT.parent / "shared" / "reference" / "mass" / "motion" / "walk.bvh"
 
@@ -41,17 +41,21 @@ def record(seconds: float, scale: float) -> list[tuple[tuple, dict]]:
     from engine.take import simulate
 
     problems = []
-    solve = tr.coordinate
+    solve = co.Coordinator.__call__  # the tracker's solve (one Coordinator per tracker)
 
-    def recording(*args, **kw):
-        problems.append((args, {k: v for k, v in kw.items() if k != "active"}))
-        return solve(*args, **kw)
+    names = list(inspect.signature(solve).parameters)[1:]
 
-    tr.coordinate = recording
+    def recording(self, *args, **kw):
+        kw = dict(zip(names, args), **kw)  # every argument by name (coordinate() passes them by position)
+        problems.append(((), dict({k: v for k, v in kw.items() if k not in ("active", "achieved")},
+                                  weights=self.weights)))
+        return solve(self, **kw)
+
+    co.Coordinator.__call__ = recording
     try:
         simulate(load_rig(), [(WALK, seconds)], fatigue=fat.FatigueParams(scale=scale), progress=lambda f: None)
     finally:
-        tr.coordinate = solve
+        co.Coordinator.__call__ = solve
     return problems
 
 
@@ -64,28 +68,23 @@ def replay(problems, solver: str):
     lib = compiled.library()
     if solver == "newton-c" and lib is None:
         raise SystemExit(f"no compiled library: {compiled.status()}")
-    newton = (lambda *a, **k: compiled.dual_newton(lib, *a, **k)) if solver == "newton-c" else co.dual_newton
-
-    def counting(*args, **kw):
-        if kw.get("info") is None:
-            kw["info"] = {}
-        out = newton(*args, **kw)
-        steps.append(kw["info"].get("steps", 0))
-        fallbacks[0] += not out[2]
-        return out
-
-    chosen = co._newton
-    co._newton = lambda: counting
+    library = compiled.library
+    if solver == "newton":  # numpy's method: the solve finds no library
+        compiled.library = lambda: None
     times, acts, active = [], [], None
     try:
         for args, kw in problems:
+            info = {}
             t = time.process_time()
-            sol = co.coordinate(*args, solver="newton" if solver.startswith("newton") else solver, active=active, **kw)
+            sol = co.coordinate(*args, solver="newton" if solver.startswith("newton") else solver, active=active,
+                                info=info, **{k: v for k, v in kw.items() if k != "info"})
             times.append(time.process_time() - t)
             acts.append(sol.activation)
             active = sol.active
+            steps.append(info.get("steps", 0))
+            fallbacks[0] += bool(info.get("fallback"))
     finally:
-        co._newton = chosen
+        compiled.library = library
     return np.array(times), np.array(acts), np.array(steps), fallbacks[0]
 
 

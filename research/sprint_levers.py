@@ -196,26 +196,24 @@ def main():
                 c += a.w_touchdown * float(e @ e)
             return c
         bal_t.rollout_cost = touchdown_cost
+    # the levers below wrap the tracker's solve (engine.control.coordination.Coordinator, one
+    # per tracker, called with the problem's arrays and these keywords)
+    from engine.control.coordination import Coordinator
     if a.root_yaw_weight:
-        import engine.control.coordination as co
-        _coord = co.coordinate
+        _coord = Coordinator.__call__
 
-        def coord(*args, **kw):  # the root's turning rows dearer: scale root_inertia's yaw column
+        def coord(self, *args, **kw):  # the root's turning rows dearer: scale root_inertia's yaw column
             ri = kw.get("root_inertia")
             if ri is not None:
-                w = kw["weights"] if "weights" in kw else args[7]
                 ri = ri.copy()
-                ri[:, 5] *= np.sqrt(w.root_acceleration / a.root_yaw_weight)
+                ri[:, 5] *= np.sqrt(self.weights.root_acceleration / a.root_yaw_weight)
                 kw["root_inertia"] = ri
-            return _coord(*args, **kw)
-        import engine.control.tracking as trk
-        trk.coordinate = coord
+            return _coord(self, *args, **kw)
+        Coordinator.__call__ = coord
     if a.flight_help:
-        import engine.control.coordination as co2
-        import engine.control.tracking as trk2
-        _coord2 = trk2.coordinate
+        _coord2 = Coordinator.__call__
 
-        def coord_flight(*args, **kw):  # in flight (no contact rows; in stance with --stance-help) the root may be held
+        def coord_flight(self, *args, **kw):  # in flight (no contact rows; in stance with --stance-help) the root may be held
             if (len(kw["Jc"]) > 0) == a.stance_help:
                 bw = HAND_N * a.flight_help
                 if a.flight_help_axes == "012345" and a.flight_help >= 1:  # it meets the root's rows: no giving way
@@ -223,17 +221,16 @@ def main():
                 else:  # the root still gives way for what the hand does not hold
                     bound = np.array([bw if str(i) in a.flight_help_axes else 1e-9 for i in range(6)])
                     kw = {**kw, "residual_bound": bound}
-            return _coord2(*args, **kw)
-        trk2.coordinate = coord_flight
+            return _coord2(self, *args, **kw)
+        Coordinator.__call__ = coord_flight
     if a.flight_free:
-        import engine.control.tracking as trk3
-        _coord3 = trk3.coordinate
+        _coord3 = Coordinator.__call__
 
-        def coord_free(*args, **kw):  # in flight (no contact rows) the root's wanted acceleration is cheap to change
+        def coord_free(self, *args, **kw):  # in flight (no contact rows) the root's wanted acceleration is cheap to change
             if len(kw["Jc"]) == 0 and kw.get("root_inertia") is not None:
                 kw = {**kw, "root_inertia": kw["root_inertia"] * np.sqrt(a.flight_free)}
-            return _coord3(*args, **kw)
-        trk3.coordinate = coord_free
+            return _coord3(self, *args, **kw)
+        Coordinator.__call__ = coord_free
     if a.rate:
         import engine.control.pace as pace_mod
         pace_mod.target_rate = lambda mf, strength: a.rate
