@@ -166,13 +166,13 @@ def test_a_capture_swinging_its_heels_through_the_floor_is_raised(rig):
     in the air is lower than a planted one, nine in ten at SWING_CLEAR_M or above, while the
     bundled walk's feet, which clear the floor, move by less than 3 mm more than before."""
     from engine.control.grounding import PLANT_M, SWING_CLEAR_M, _foot_tracks, corrections, in_the_air
-    from engine.motion.reference import planted
+    from engine.motion.reference import planted, slides
     from .conftest import SHARED
 
     cmu = SHARED / "reference" / "mocap" / "cmu_07_01_walk.bvh"
     space, raw, grounded = _clips(rig, cmu, loops=True)
     tracks = _foot_tracks(space, raw.q, raw.cycle)
-    air = in_the_air(tracks, 120.0)
+    air = in_the_air(slides(tracks) * 120.0)
     h0, _ = planted(tracks, 120.0)
     h1, _ = _heights(rig, space, grounded)
     assert h0[air].min() < -0.02 and grounded.grounding["lowest_in_air_cm"] < 0  # (the latter after the lift below)
@@ -183,7 +183,7 @@ def test_a_capture_swinging_its_heels_through_the_floor_is_raised(rig):
     space, raw, _ = _clips(rig, WALK)
     tracks = _foot_tracks(space, raw.q, raw.cycle)
     h0, st0 = planted(tracks, 120.0)
-    lifted = corrections(h0, st0, in_the_air(tracks, 120.0))
+    lifted = corrections(h0, st0, in_the_air(slides(tracks) * 120.0))
     assert np.abs(lifted - corrections(h0, st0)).max() < 0.003
 
 

@@ -263,12 +263,11 @@ class Coordinator:
         n, m = Gt.shape
         G = None
         if positive:  # every weight > 0 (np.all(reg > 0), read off the weights)
-            if active is not None and active.dtype.kind == "f" and len(active) == m:
+            if _holds_multipliers(active, m):
                 self._lam[:] = active
-            else:  # at the optimum lam = rhs - G x: start from the warm activations
-                x0 = np.clip(warm if warm is not None and len(warm) == n else np.zeros(n), lo, hi)
+            else:
                 G = np.ascontiguousarray(Gt.T)
-                np.subtract(rhs, G @ x0, out=self._lam)
+                self._lam[:] = _multipliers_at_warm(G, rhs, lo, hi, warm)
             if self._solve is None:  # no library: numpy's method
                 G = np.ascontiguousarray(Gt.T) if G is None else G
                 x, lam, ok = dual_newton(G, rhs, reg, lo, hi, pull, self._lam, info=info)
@@ -279,11 +278,29 @@ class Coordinator:
                     info["steps"] = steps
             if ok:
                 return x, 0, lam
-        if info is not None:
-            info["fallback"] = True
-        G = np.ascontiguousarray(Gt.T) if G is None else G
-        x, status, _ = bounded_lsq(G, rhs, reg, lo, hi, "daqp" if _have_daqp() else "lsq", warm, pull)
-        return x, status, rhs - G @ x
+        return _fall_back(np.ascontiguousarray(Gt.T) if G is None else G, rhs, reg, lo, hi, warm, pull, info)
+
+
+def _holds_multipliers(active, m: int) -> bool:
+    """Whether `active` is the last Newton solve's multipliers for m rows (its warm start)."""
+    return active is not None and active.dtype.kind == "f" and len(active) == m
+
+
+def _multipliers_at_warm(G, rhs, lo, hi, warm) -> np.ndarray:
+    """The Newton method's start without the last multipliers: at the optimum lam = rhs - G x,
+    so lam at the warm activations (clipped to their box; zeros without them)."""
+    n = G.shape[1]
+    x0 = np.clip(warm if warm is not None and len(warm) == n else np.zeros(n), lo, hi)
+    return rhs - G @ x0
+
+
+def _fall_back(G, rhs, reg, lo, hi, warm, pull, info):
+    """A zero weight, or a Newton solve that did not converge: another solver (DAQP, else
+    scipy's BVLS), and its multipliers for the next start."""
+    if info is not None:
+        info["fallback"] = True
+    x, status, _ = bounded_lsq(G, rhs, reg, lo, hi, "daqp" if _have_daqp() else "lsq", warm, pull)
+    return x, status, rhs - G @ x
 
 
 def dual_newton(G, rhs, reg, lo, hi, pull, lam=None, tol=1e-9, max_iter=200, info=None):
@@ -418,19 +435,11 @@ def bounded_lsq(G, rhs, reg, lo, hi, solver, warm, pull, active=None, head=0, in
     status = 0
     if solver == "newton":
         if np.all(reg > 0):
-            if active is not None and active.dtype.kind == "f" and len(active) == len(rhs):
-                lam0 = active
-            else:  # at the optimum lam = rhs - G x: start from the warm activations
-                x0 = np.clip(warm if warm is not None and len(warm) == n else np.zeros(n), lo, hi)
-                lam0 = rhs - G @ x0
+            lam0 = active if _holds_multipliers(active, len(rhs)) else _multipliers_at_warm(G, rhs, lo, hi, warm)
             x, lam, ok = _newton()(G, rhs, reg, lo, hi, pull, lam0, info=info)
             if ok:
                 return x, 0, lam
-        if info is not None:
-            info["fallback"] = True
-        # a zero weight, or no convergence: another solver, and its multipliers for the next start
-        x, status, _ = bounded_lsq(G, rhs, reg, lo, hi, "daqp" if _have_daqp() else "lsq", warm, pull)
-        return x, status, rhs - G @ x
+        return _fall_back(G, rhs, reg, lo, hi, warm, pull, info)
     if solver == "daqp":
         import daqp
 

@@ -22,9 +22,8 @@ keeps its shape relative to the corrected landings; a foot in the air (moving fa
 AIRBORNE_SHARE of its own peak speed) is raised to SWING_CLEAR_M where it would pass lower.
 That is a capture's defect on another body: the CMU walk on the model's proportions swings
 each heel 1.1-1.7 cm into the floor at 4-5 m/s in the last ~70 ms before it lands, and its
-20 s take stumbled on it and fell at 12.2 s (seed 0), or drifted into quick short steps
-(seed 2); raised, three draws of 20 s walked at 4.3-4.7 deg, 9-12 cm, the gait steady
-(docs/research/balance.md, twenty-ninth session). A still clip (a held pose) is left as it
+20 s take stumbled on it and fell at 12.2 s (seed 0); with this and the lift above, three
+draws of 20 s walked at 4.4-5.0 deg, 6-10 cm (docs/research/balance.md, twenty-ninth session). A still clip (a held pose) is left as it
 is: its feet never move, so none is planted by this rule, and the stand controller places
 them. A planted foot's slide across the floor is reported (`slide_cm_per_s`), not undone:
 holding each planted foot where the clip has it at mid-stance, the legs taking the change
@@ -75,10 +74,9 @@ def corrections(h: np.ndarray, stance: np.ndarray, airborne: np.ndarray | None =
     return dz
 
 
-def in_the_air(tracks, fps: float) -> np.ndarray:
+def in_the_air(speed: np.ndarray) -> np.ndarray:
     """(F-1, 2) whether each foot is in the air: its lowest point moving faster than
-    AIRBORNE_SHARE of that foot's peak speed in the clip (foot_tracks)."""
-    speed = slides(tracks) * fps
+    AIRBORNE_SHARE of that foot's peak speed in the clip. speed: slides(foot_tracks) x fps."""
     return speed > AIRBORNE_SHARE * speed.max(axis=0, keepdims=True)
 
 
@@ -201,7 +199,8 @@ def ground_feet(space, q: np.ndarray, cycle, fps: float) -> tuple[np.ndarray, di
         q = q.copy()
         q[:, 2] += lift
         h = h + lift
-    airborne = in_the_air(tracks, fps)
+    slide = slides(tracks) * fps
+    airborne = in_the_air(slide)
     dz = corrections(h, stance, airborne)
     # a foot can always be raised (the knee bends), not always lowered (a stance leg is
     # nearly straight): first both legs and, where they cannot reach, the pelvis height;
@@ -214,7 +213,6 @@ def ground_feet(space, q: np.ndarray, cycle, fps: float) -> tuple[np.ndarray, di
     for i in range(len(q)):
         if np.abs(legs[i]).max() > 1e-4:
             out[i] = move_feet(space, data, out[i], legs[i], 0.0)
-    slide = slides(tracks) * fps
     low = h[airborne].min() if airborne.any() else np.inf
     return out, dict(planted_share=[round(float(x), 3) for x in stance.mean(axis=0)],
                      lift_cm=round(100 * lift, 2), foot_move_cm=round(100 * float(np.abs(dz).max()), 2),
