@@ -100,7 +100,7 @@ class MuscleSystem:
         self._segments_of = SparseMatmul(DX)
         self._to_bodies = SparseMatmul(DX.T.tocsr())
         self._seg_muscle = rig.seg_muscle
-        self._xp = _FastClipNumpy  # engine.muscle's xp: numpy with a cheaper clip
+        self._xp = FastClipNumpy  # engine.muscle's xp: numpy with a cheaper clip
         self._blocks = np.empty((rig.num_bodies, 4, 6))
         self._dd = np.empty((S, 6))
         # the compiled step (engine.compiled) when it loads, unless compiled=False
@@ -189,7 +189,7 @@ class MuscleSystem:
         return MuscleStep(length, rate, alpha, force, wrench[0], wrench[1], fat.FatigueState(MA, MR, MF))
 
 
-class _FastClipNumpy:
+class FastClipNumpy:
     """numpy as an `xp` for engine.muscle, with clip as maximum/minimum: the same values,
     without np.clip's per-call overhead on python-scalar bounds (several microseconds)."""
 

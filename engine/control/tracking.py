@@ -40,7 +40,7 @@ import numpy as np
 from .. import fatigue as fat
 from ..errors import ParameterError
 from ..physics.mujoco_backend import full_mass_matrix
-from ..muscle_step import _FastClipNumpy
+from ..muscle_step import FastClipNumpy
 from ..simulation import MuscleCommand
 from ..rig import GROUPS
 from ..transforms import cross
@@ -50,7 +50,6 @@ from .pace import Pace
 from .plan import MotionPlan
 
 G = 9.81
-_FAST_CLIP = _FastClipNumpy  # numpy with clip as maximum / minimum: the same bounds, less overhead
 FRICTION = 0.8  # friction coefficient the plan assumes (MuJoCo's ground has 1)
 
 
@@ -353,7 +352,7 @@ class TrackingController(Controller):
         Mm, bias = self.dynamics(q, qd)
         flfv, fpe, A, Jc = self.muscle_terms(sim, state)
         p = sim.muscles.params
-        lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, sim.muscles.dt, p.F_eff, p.LD, p.LR, _FAST_CLIP)
+        lb, ub = fat.activation_bounds(sim.fatigue.MA, sim.fatigue.MR, sim.muscles.dt, p.F_eff, p.LD, p.LR, FastClipNumpy)
         return DecisionInputs(q, q_ref, Mm, Mm @ a_star + bias, flfv, fpe, A, Jc, lb, ub)
 
     def act(self, sim, state) -> MuscleCommand:
