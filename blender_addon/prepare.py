@@ -49,7 +49,6 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
     if controller == "tracking":
         strength = check_strength(controller, strength=strength)
     goals = check_policy_options(controller, mode, noise_scale, goals_from_specs(mode, headings, speed))
-    pushes = check_pushes(parse_pushes(pushes) if isinstance(pushes, str) else pushes, load_model())
     check_value("repetitions", repetitions)  # as --repetitions is checked (engine/options.py)
 
     if arm is None or getattr(arm, "type", None) != "ARMATURE":
@@ -81,7 +80,7 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
         policy = load_policy(bpy_abspath(policy), load_model())  # another rig, a broken file: refused now
         strength = check_strength(controller, policy, strength)  # its own; another refused
     seconds = sum(round(120 * s) for _, s in out) / 120.0
-    pushes = check_pushes(pushes, load_model(), seconds)  # inside the take
+    pushes = check_pushes(parse_pushes(pushes) if isinstance(pushes, str) else pushes, load_model(), seconds)
     goals = check_policy_options(controller, mode, noise_scale, goals, seconds,
                                  policy if controller == "policy" else None)
     return SimulationJob(out, fps, controller=controller, fatigue=fatigue_params(fatigue_scale, F, R, r),

@@ -2,9 +2,9 @@
 keeps what was done.
 
 A signal may arrive anywhere, inside the QP solver's C code too, so the handler only sets
-a flag; the loops (engine.take.simulate, Simulation.run, training) read it once per step
-(one attribute read) and stop there, and the command writes what it has (a partial take,
-the checkpoint) and exits with 128 + the signal number (130, 143). A second signal while
+a flag; the loops (Simulation.run, which a take runs through, and training) read it once
+per step (one attribute read) and stop there, and the command writes what it has (a
+partial take, the checkpoint) and exits with 128 + the signal number (130, 143). A second signal while
 the first is being honoured stops at once (KeyboardInterrupt), for a run that hangs.
 
     with stop_on_signals() as stop:

@@ -5,12 +5,13 @@
 
 A controller decides the muscle-space PD action (eq. 11) every `period` physics steps and
 the action is held in between (a 20 Hz policy at 120 Hz holds it for 6 steps, MuscleVAE
-sec. 5.1). A recorder keeps chosen quantities every few steps. A step that produces NaN
-or a body faster than `max_speed` stops the run with SimulationDiverged, which carries
-what was recorded until then.
+sec. 5.1). A recorder keeps chosen quantities after chosen steps (every few, or a take's
+frames) and may end the run (a fall). A step that produces NaN or a body faster than
+`max_speed` stops the run with SimulationDiverged, which carries what was recorded before it.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -28,7 +29,9 @@ PHYSICS_HZ = 120.0
 
 
 class Controller(Protocol):
-    """Decides the muscle action (per muscle, eq. 11) from the current state."""
+    """Decides the muscle action (per muscle, eq. 11) from the current state. Its
+    `advance_pace(sim)`, where it has one (engine.control.controller.Controller), is called
+    every step before the decision."""
 
     period: int  # physics steps between decisions; the action is held in between
 
@@ -49,19 +52,25 @@ class MuscleCommand:
 
 
 class SimulationDiverged(SinewError):
-    """The physics produced NaN or an impossible speed; `recording` holds the run so far."""
+    """The physics produced NaN or an impossible speed; `recording` holds the run before the
+    step that diverged, `reason` says where and why (the message adds what was kept)."""
 
-    def __init__(self, message: str, recording: "Recording"):
-        super().__init__(message)
-        self.recording = recording
+    def __init__(self, reason: str, recording: "Recording"):
+        super().__init__(f"{reason}; kept {len(recording.times)} samples")
+        self.reason, self.recording = reason, recording
 
 
 @dataclass
 class Recording:
-    """Per-sample arrays, stacked along the first axis by `finish()`."""
+    """Per-sample arrays, stacked along the first axis by `finish()`; and how the run that
+    made it ended and where its time went (Simulation.run)."""
 
     times: list = field(default_factory=list)
     data: dict = field(default_factory=dict)
+    stop_reason: str = ""  # why the run ended before its length ("": it ran it all)
+    interrupted: bool = False  # ended by the stop flag (else by the recorder, e.g. a fall)
+    controller_s: float = 0.0  # seconds in the controller's decisions
+    step_s: float = 0.0  # seconds in the muscle and physics steps (before_step included)
 
     def add(self, t: float, values: dict) -> None:
         self.times.append(t)
@@ -69,8 +78,9 @@ class Recording:
             self.data.setdefault(k, []).append(np.array(v, copy=True))
 
     def finish(self) -> "Recording":
-        self.times = np.asarray(self.times)
-        self.data = {k: np.stack(v) for k, v in self.data.items()}
+        if isinstance(self.times, list):
+            self.times = np.asarray(self.times)
+            self.data = {k: np.stack(v) for k, v in self.data.items()}
         return self
 
     def __getitem__(self, key: str) -> np.ndarray:
@@ -85,6 +95,49 @@ def default_probe(sim: "Simulation", res: MuscleStep) -> dict:
     s = sim.state
     return dict(body_pos=s.pos, body_rot=s.rot, activation=res.activation, force=res.force,
                 MA=res.fatigue.MA, MR=res.fatigue.MR, MF=res.fatigue.MF)
+
+
+class Recorder(Protocol):
+    """What a run keeps (Simulation.run)."""
+
+    def after_step(self, sim: "Simulation", res: MuscleStep) -> str | None:
+        """After each sound physics step; a reason returned ends the run there."""
+
+    def finish(self, sim: "Simulation | None" = None, res: MuscleStep | None = None) -> Recording:
+        """What the run returns; given its last step (`sim` unchanged since) unless it diverged."""
+
+
+class Sampler:
+    """Keeps probe(sim, step_result) after a run's first step, every `every`-th after it and
+    its last; or, given `at`, after exactly those physics steps (sim.steps, increasing).
+    `ends(sim, sample)`, after each sample kept, may return a reason to end the run (a fall)."""
+
+    def __init__(self, probe: Probe = default_probe, every: int = 1, at=None, ends=None):
+        self.recording = Recording()
+        self.probe, self.every, self.ends = probe, int(every), ends
+        self.at = None if at is None else [int(k) for k in at]
+        self._seen = self._next = 0
+        self._kept_last = False
+
+    def after_step(self, sim: "Simulation", res: MuscleStep) -> str | None:
+        if self.at is None:
+            due = self._seen % self.every == 0
+            self._seen += 1
+        else:
+            due = self._next < len(self.at) and sim.steps == self.at[self._next]
+            self._next += due
+        self._kept_last = due
+        return self._keep(sim, res) if due else None
+
+    def _keep(self, sim, res) -> str | None:
+        sample = self.probe(sim, res)
+        self.recording.add(sim.time, sample)
+        return self.ends(sim, sample) if self.ends is not None else None
+
+    def finish(self, sim=None, res=None) -> Recording:
+        if res is not None and self.at is None and not self._kept_last:
+            self._keep(sim, res)
+        return self.recording.finish()
 
 
 class Simulation:
@@ -191,45 +244,79 @@ class Simulation:
         bad = ~np.isfinite(s.pos).all(1) | ~np.isfinite(speed) | (speed > self.max_speed)
         return int(np.flatnonzero(bad)[0]) if bad.any() else None
 
-    def _check(self, recording: Recording) -> None:
-        if self.physics.fault:  # the engine reset a state it found unsound: what follows is not this take
-            raise SimulationDiverged(f"simulation diverged at t = {self.time:.3f} s (step {self.steps}): "
-                                     f"{self.physics.fault}; kept {len(recording.times)} samples", recording.finish())
-        b = self.diverged_body()
-        if b is not None:
+    def divergence(self) -> str | None:
+        """Why the physics has diverged, or None while it is sound: the engine reset a state
+        it found unsound (what follows is not this run), or a body is not finite or too fast."""
+        if self.physics.fault:
+            what = self.physics.fault
+        else:
+            b = self.diverged_body()
+            if b is None:
+                return None
             speed = float(np.linalg.norm(self.state.linvel[b]))
-            what = "NaN" if not np.isfinite(speed) else f"speed {speed:.1f} m/s > {self.max_speed:g}"
-            raise SimulationDiverged(
-                f"simulation diverged at t = {self.time:.3f} s (step {self.steps}): body "
-                f"'{self.rig.body_names[b]}' {what}; kept {len(recording.times)} samples",
-                recording.finish())
+            what = f"body '{self.rig.body_names[b]}' " + (
+                "NaN" if not np.isfinite(speed) else f"speed {speed:.1f} m/s > {self.max_speed:g}")
+        return f"simulation diverged at t = {self.time:.3f} s (step {self.steps}): {what}"
 
     def run(self, controller: Controller, seconds: float, record_every: int = 1,
-            probe: Probe = default_probe, label: str = "simulating", stop=None) -> Recording:
-        """Run for `seconds`, recording `probe(sim, step_result)` every `record_every` steps.
-        `stop` (engine.interrupt.StopFlag) is read once per step: once requested, the run ends
-        there and returns what it recorded (the last step is always recorded)."""
+            probe: Probe = default_probe, label: str = "simulating", stop=None, *,
+            recorder: Recorder | None = None, before_decision=None, before_step=None,
+            progress=None) -> Recording:
+        """Run for `seconds`, recording `probe(sim, step_result)` every `record_every` steps
+        and after the last, or what `recorder` keeps (a Sampler; it may end the run).
+
+        Each step: the controller's advance_pace(sim) if it has one; at a decision
+        `before_decision(sim)` (a heading goal), then controller.act; `before_step(sim)` (the
+        pushes); the step; the divergence check (SimulationDiverged); the recorder.
+        `stop` (engine.interrupt.StopFlag) is read once before each step: once requested, the
+        run ends there. `progress(fraction)`, when given, is called about 100 times and
+        replaces the terminal bar. The Recording says how the run ended and its timing."""
         if not (np.isfinite(seconds) and seconds >= 0):
             raise ParameterError("seconds", f"{seconds!r}: expected a duration >= 0")
         period = int(getattr(controller, "period", 1))
         if period < 1:
             raise ParameterError("period", f"controller period {period} must be >= 1 step")
-        rec = Recording()
-        n = int(round(seconds / self.dt))
-        action = None
+        recorder = recorder or Sampler(probe, record_every)
+        pace = getattr(controller, "advance_pace", None)
         stop = stop or StopFlag()
+        n = int(round(seconds / self.dt))
+        every = max(n // 100, 1)
+        clock = time.perf_counter
+        t_ctrl = t_step = 0.0
+        action = res = None
+        ended, interrupted = "", False
         with Progress(label, n) as bar:
+            bar.enabled = bar.enabled and progress is None
             for i in range(n):
-                last = i == n - 1 or stop.requested
+                if stop.requested:  # one attribute read per step (engine.interrupt)
+                    ended, interrupted = f"{stop.reason} at t = {self.time:.2f} s", True
+                    break
+                if pace is not None:
+                    pace(self)
                 if action is None or self.steps % period == 0:
+                    if before_decision is not None:
+                        before_decision(self)
+                    t0 = clock()
                     action = controller.act(self, self.state)
                     if not isinstance(action, MuscleCommand):
                         action = np.asarray(action, dtype=float)
+                    t_ctrl += clock() - t0
+                t0 = clock()
+                if before_step is not None:
+                    before_step(self)
                 res = self.step(action)
-                if i % record_every == 0 or last:
-                    rec.add(self.time, probe(self, res))
-                self._check(rec)
-                bar.update(i)
-                if last:
+                t_step += clock() - t0
+                why = self.divergence()
+                if why is not None:
+                    rec = recorder.finish()
+                    rec.controller_s, rec.step_s = t_ctrl, t_step
+                    raise SimulationDiverged(why, rec)
+                ended = recorder.after_step(self, res) or ""
+                if ended:
                     break
-        return rec.finish()
+                bar.update(i)
+                if progress is not None and i % every == 0:
+                    progress(i / n)
+        rec = recorder.finish(self, res)
+        rec.stop_reason, rec.interrupted, rec.controller_s, rec.step_s = ended, interrupted, t_ctrl, t_step
+        return rec

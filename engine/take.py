@@ -27,7 +27,6 @@ from . import fatigue as fat
 from .npzfile import read_npz, write_npz
 from .errors import InputFileError, ParameterError
 from .kinematics import joint_errors_deg
-from .progress import Progress
 from .rig import DEFAULT_STRENGTH, GROUPS, Rig, valid_strength
 
 FORMAT = "sinew-take"
@@ -270,9 +269,10 @@ def _versions() -> dict:
     v = dict(python=platform.python_version(), numpy=np.__version__, scipy=scipy.__version__,
              mujoco=mujoco.__version__)
     try:
-        import daqp  # noqa: F401
+        import importlib
         from importlib.metadata import version
 
+        importlib.import_module("daqp")  # its version only where it imports
         v["daqp"] = version("daqp")
     except Exception:
         pass
@@ -302,6 +302,40 @@ def one_blas_thread(fn):
     return run
 
 
+@dataclass
+class _Options:
+    """simulate's options, each checked once; pushes and goals as given, checked against the
+    plan in _prepare (where the take's length is known)."""
+
+    controller: str
+    fatigue: fat.FatigueParams
+    backend: str
+    seed: int
+    fps: int
+    params: object  # engine.control.tracking.TrackingParams
+    policy: object  # engine.control.policy.PolicyFile, or None
+    strength: float
+    blend: float
+    mode: str
+    noise_scale: float | None
+    pushes: object  # as given: engine.push.Push objects, specs or dicts
+    goals: object  # as given: engine.control.goals.Goal objects or dicts
+
+
+@dataclass
+class _Prepared:
+    """A take ready to run (_prepare)."""
+
+    rig: Rig  # at the take's strength
+    refs: list  # [(Reference, seconds, name)]
+    plan: object  # engine.control.plan.MotionPlan
+    pushes: list  # engine.push.Push, checked
+    goals: list  # engine.control.goals.Goal, checked
+    sim: object  # engine.simulation.Simulation
+    ctrl: object  # engine.control.controller.Controller
+    demands: list
+
+
 @one_blas_thread
 def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.FatigueParams | None = None,
              backend: str = "mujoco", seed: int = 0, fps: int = 30, params=None, policy=None,
@@ -325,23 +359,13 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     engine.interrupt.StopFlag, is read once per step: once requested (Ctrl-C, SIGTERM, the
     Blender operator's cancel) the run stops there and the take keeps what it had, like a
     fall or a divergence (meta: interrupted, partial, stopped_at_s, stop_reason)."""
-    from .control.plan import MotionPlan, load_clip
-    from .control.factory import KINDS, make_controller
-    from .control.policy import facing_angle
+    from .control.factory import KINDS
     from .control.tracking import TrackingParams
-    from .push import PushSchedule, check_pushes
-    from .interrupt import StopFlag
-    from .simulation import Recording, Simulation, SimulationDiverged
-
-    from .control.goals import GoalSchedule, check_policy_options
 
     clips = check_clips(clips)
-    pushes = check_pushes(pushes, rig)
-    goals = check_policy_options(controller, mode, noise_scale, goals)
     fps = check_fps(fps)
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ParameterError("seed", f"must be a whole number >= 0, got {seed!r}")
-    fatigue = fatigue or fat.FatigueParams()
     if controller not in KINDS:
         raise ParameterError("controller", f"{controller!r}: choose tracking or policy")
     if controller == "policy" and policy is None:
@@ -354,130 +378,148 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
     if controller == "policy" and not hasattr(policy, "meta"):
         from .control.policy import load_policy
 
-        policy = load_policy(policy)  # its strength first; checked against the rig below
-    rig = rig.with_strength(check_strength(controller, policy, strength))
+        policy = load_policy(policy)  # its strength first; checked against the rig in _prepare
+    options = _Options(controller=controller, fatigue=fatigue or fat.FatigueParams(), backend=backend, seed=int(seed),
+                       fps=fps, params=params, policy=policy, strength=check_strength(controller, policy, strength),
+                       blend=blend, mode=mode, noise_scale=noise_scale, pushes=pushes, goals=goals)
+    return _run_take(rig, clips, options, label, progress, stop)
+
+
+def _run_take(rig: Rig, clips, o: _Options, label: str, progress, stop) -> Take:
+    """The take of checked `clips` under options `o`: prepared, run through Simulation.run
+    with a recorder of its frames that ends it at a fall, and kept (see simulate)."""
+    from .simulation import SimulationDiverged
+
+    p = _prepare(rig, clips, o)
+    frames = _frame_recorder(p, o.fps)
+    wall0, cpu0 = time.perf_counter(), time.thread_time()  # CPU time: a speed a busy machine does not skew
+    diverged = ""
+    try:
+        rec = p.sim.run(p.ctrl, p.plan.total_steps * p.sim.dt, label=label, stop=stop, progress=progress, recorder=frames,
+                        before_decision=_steering(p), before_step=_pushes(p))
+    except SimulationDiverged as e:
+        rec, diverged = e.recording, e.reason
+    finally:
+        p.ctrl.close()  # the balance planner's worker processes
+    timing = dict(wall_s=time.perf_counter() - wall0, cpu_s=time.thread_time() - cpu0)
+    return _build_take(p, clips, o, rec, diverged, timing)
+
+
+def _prepare(rig: Rig, clips, o: _Options) -> _Prepared:
+    """The take's rig at its strength, its clips read once and planned, the pushes and goals
+    checked against the plan, the simulation at the first pose and the controller started."""
+    from .control.demands import reference_demands
+    from .control.factory import make_controller
+    from .control.goals import check_policy_options
+    from .control.plan import MotionPlan, load_clip
+    from .push import check_pushes
+    from .simulation import Simulation
+
+    rig = rig.with_strength(o.strength)
     refs = []
     for src, seconds in clips:
         ref, name = load_clip(rig, src)
         refs.append((ref, seconds, name))
-    plan = MotionPlan(rig, refs, blend=blend)
-    pushes = check_pushes(pushes, rig, plan.total_steps / 120.0)  # inside the take
+    plan = MotionPlan(rig, refs, blend=o.blend)
+    seconds = plan.total_steps / 120.0
+    pushes = check_pushes(o.pushes, rig, seconds)  # inside the take
+    goals = check_policy_options(o.controller, o.mode, o.noise_scale, o.goals, seconds, o.policy)
     gains = None
-    if controller == "policy":
+    if o.controller == "policy":
         from .control.policy import check_policy_rig
         from .muscle_step import PDGains
 
-        check_policy_rig(policy.meta, rig, policy.path or "policy")
-        goals = check_policy_options(controller, mode, noise_scale, goals, plan.total_steps / 120.0, policy)
+        check_policy_rig(o.policy.meta, rig, o.policy.path or "policy")
         # The muscles must respond as they did in training.
-        gains = PDGains.for_rig(rig, policy.meta["stiffness"], policy.meta["damping"])
-    sim = Simulation(rig, backend, fatigue=fatigue, gains=gains)
+        gains = PDGains.for_rig(rig, o.policy.meta["stiffness"], o.policy.meta["damping"])
+    sim = Simulation(rig, o.backend, fatigue=o.fatigue, gains=gains)
     q0, v0, _ = plan.sample(0)
     q0 = sim.start_at(q0, v0)
-    schedule = PushSchedule(rig, pushes, sim.dt)
-    ctrl = make_controller(controller, sim, plan, params, policy, mode, noise_scale, int(seed))
-    reference = ctrl.reference_now  # the reference as the controller plays it (the pace governor slows it)
-    steer = GoalSchedule(goals) if goals else None
+    ctrl = make_controller(o.controller, sim, plan, o.params, o.policy, o.mode, o.noise_scale, o.seed)
     demands = []
-    if controller == "tracking":  # what each clip asks of the body (engine.control.demands)
-        from .control.demands import reference_demands
-
+    if o.controller == "tracking":  # what each clip asks of the body (engine.control.demands)
         unique = {id(seg.clip): seg.clip for seg in plan.segments}  # a clip chained twice is one clip
         demands = [reference_demands(ctrl, sim, clip) for clip in unique.values()]
         sim.physics.set_q(q0, v0)
         sim.state = sim.physics.body_state()
         ctrl.start(sim)  # the stand controller starts in its balanced pose
+    return _Prepared(rig, refs, plan, pushes, goals, sim, ctrl, demands)
 
-    n = plan.total_steps
-    frame_steps = np.unique(np.round(np.arange(0, n / 120.0 + 1e-9, 1.0 / fps) * 120).astype(int))
-    frame_steps = frame_steps[frame_steps <= n]
-    rec = {k: [] for k in _ARRAYS}
+
+def _steering(p: _Prepared):
+    """Before each decision, a heading-mode policy's goal as the take reaches it (or None)."""
+    if not p.goals:
+        return None
+    from .control.goals import GoalSchedule
+    from .control.policy import facing_angle
+
+    steer = GoalSchedule(p.goals)
+    return lambda sim: steer.apply(p.ctrl, sim.time, facing_angle(sim.state.rot))
+
+
+def _pushes(p: _Prepared):
+    """Before each physics step, the external force of the pushes active in it (or None)."""
+    if not p.pushes:
+        return None
+    from .push import PushSchedule
+
+    return PushSchedule(p.rig, p.pushes, p.sim.dt).apply
+
+
+def _frame_recorder(p: _Prepared, fps: int):
+    """A Sampler of the take's arrays at each output frame (the scene clock passing a physics
+    step), that ends the take once the pelvis is below FALL_ROOT_HEIGHT; frame 0, the start
+    pose, is kept here."""
+    from .simulation import Sampler
     from .transforms import matrix_to_quat
 
-    def record(res_MA, res_MR, res_MF, activation, force):
+    rig, plan, sim, reference = p.rig, p.plan, p.sim, p.ctrl.reference_now  # the reference as played
+    n = plan.total_steps
+    steps = np.unique(np.round(np.arange(0, n / 120.0 + 1e-9, 1.0 / fps) * 120).astype(int))
+    steps = steps[steps <= n]
+
+    def frame(sim, fatigue, activation, force) -> dict:
         q, _ = sim.physics.get_q()
         q_ref = reference(sim)[0]
-        diff = plan.space.diff(q, q_ref)
         s = sim.state
-        rec["times"].append(sim.time)
-        rec["body_pos"].append(s.pos)
-        rec["body_quat"].append(matrix_to_quat(s.rot))
-        rec["q"].append(q)
-        rec["q_ref"].append(q_ref)
-        rec["activation"].append(activation.astype(np.float32))
-        rec["force"].append(force.astype(np.float32))
-        rec["MA"].append(res_MA.astype(np.float32))
-        rec["MR"].append(res_MR.astype(np.float32))
-        rec["MF"].append(res_MF.astype(np.float32))
-        rec["residual_force"].append(sim.residual_force.copy())
-        rec["residual_torque"].append(sim.residual_torque.copy())
-        rec["joint_err_deg"].append(joint_errors_deg(rig, diff))
-        rec["root_err_cm"].append(100.0 * float(np.linalg.norm(q[:3] - q_ref[:3])))
-        rec["segment"].append(plan.segment_index(sim.steps))
-        return q
+        return dict(body_pos=s.pos, body_quat=matrix_to_quat(s.rot), q=q, q_ref=q_ref,
+                    activation=activation.astype(np.float32), force=force.astype(np.float32),
+                    MA=fatigue.MA.astype(np.float32), MR=fatigue.MR.astype(np.float32),
+                    MF=fatigue.MF.astype(np.float32),
+                    residual_force=sim.residual_force, residual_torque=sim.residual_torque,
+                    joint_err_deg=joint_errors_deg(rig, plan.space.diff(q, q_ref)),
+                    root_err_cm=100.0 * float(np.linalg.norm(q[:3] - q_ref[:3])), segment=plan.segment_index(sim.steps))
 
-    _EMPTY = Recording()
+    def fell(sim, f) -> str | None:
+        z = f["q"][2]
+        return f"fell at t = {sim.time:.2f} s (pelvis {z:.2f} m above the floor)" if z < FALL_ROOT_HEIGHT else None
+
+    rec = Sampler(lambda sim, res: frame(sim, res.fatigue, res.activation, res.force), at=steps[1:], ends=fell)
     zeros = np.zeros(rig.num_muscles)
-    record(sim.fatigue.MA, sim.fatigue.MR, sim.fatigue.MF, zeros, zeros)
-    next_frame = 1
-    fell = diverged = interrupted = False
-    stop = stop or StopFlag()
-    stop_time = None
-    reason = ""
-    t_ctrl = t_step = 0.0
-    wall0, cpu0 = time.perf_counter(), time.thread_time()  # CPU time: a speed a busy machine does not skew
-    clock = time.perf_counter
-    cmd = None
-    every = max(n // 100, 1)
-    with Progress(label, n) as bar:
-        bar.enabled = bar.enabled and progress is None
-        try:
-            for i in range(n):
-                if stop.requested:  # one attribute read per step (engine.interrupt)
-                    interrupted, stop_time = True, sim.time
-                    reason = f"{stop.reason} at t = {sim.time:.2f} s"
-                    break
-                ctrl.advance_pace(sim)  # every step, whether or not the controller decides
-                if cmd is None or sim.steps % ctrl.period == 0:
-                    if steer is not None:
-                        steer.apply(ctrl, sim.time, facing_angle(sim.state.rot))
-                    t0 = clock()
-                    cmd = ctrl.act(sim, sim.state)
-                    t_ctrl += clock() - t0
-                t0 = clock()
-                schedule.apply(sim)
-                res = sim.step(cmd)
-                t_step += clock() - t0
-                sim._check(_EMPTY)
-                if next_frame < len(frame_steps) and sim.steps == frame_steps[next_frame]:
-                    q = record(res.fatigue.MA, res.fatigue.MR, res.fatigue.MF, res.activation, res.force)
-                    next_frame += 1
-                    if q[2] < FALL_ROOT_HEIGHT:
-                        fell, stop_time = True, sim.time
-                        reason = f"fell at t = {sim.time:.2f} s (pelvis {q[2]:.2f} m above the floor)"
-                        break
-                bar.update(i)
-                if progress is not None and i % every == 0:
-                    progress(i / n)
-        except SimulationDiverged as e:
-            diverged, stop_time, reason = True, sim.time, str(e)
-        finally:
-            ctrl.close()  # the balance planner's worker processes
-    wall, cpu = clock() - wall0, time.thread_time() - cpu0
-    arrays = {k: np.asarray(v) for k, v in rec.items()}
+    rec.recording.add(sim.time, frame(sim, sim.fatigue, zeros, zeros))
+    return rec
+
+
+def _build_take(p: _Prepared, clips, o: _Options, rec, diverged: str, timing: dict) -> Take:
+    """The Take of a run: its arrays and meta (parameters, clips, how it ended, timing)."""
+    rig, plan, sim, ctrl = p.rig, p.plan, p.sim, p.ctrl
+    arrays = dict(rec.data, times=rec.times)
     arrays["segment"] = arrays["segment"].astype(np.int32)
-    sim_seconds = sim.time
+    fell = bool(rec.stop_reason) and not rec.interrupted
+    interrupted = rec.interrupted
+    partial = fell or bool(diverged) or interrupted
+    n = plan.total_steps
     meta = dict(
-        fps=fps, seed=int(seed), controller=controller, backend=backend, rig=rig.name, strength=rig.strength,
+        fps=o.fps, seed=o.seed, controller=o.controller, backend=o.backend, rig=rig.name, strength=rig.strength,
         clips=[dict(name=name, seconds=float(sec), frames=int(ref.num_frames),
                     source=str(src) if not hasattr(src, "meta") else name,
                     calibration=ref.meta.get("calibration"), checks=ref.meta.get("checks") or [],
                     repaired=ref.meta.get("repaired") or [])
-               for (ref, sec, name), (src, _) in zip(refs, clips)],
-        fatigue=asdict(fatigue), tracking=_params_dict(params) if controller == "tracking" else None,
-        policy=dict(mode=mode, noise_scale=ctrl.noise_scale, goals=[g.as_dict() for g in goals],
-                    period=ctrl.period) if controller == "policy" else None,
-        blend_s=blend, demands=demands, pushes=[p.as_dict() for p in pushes],
+               for (ref, sec, name), (src, _) in zip(p.refs, clips)],
+        fatigue=asdict(o.fatigue), tracking=_params_dict(o.params) if o.controller == "tracking" else None,
+        policy=dict(mode=o.mode, noise_scale=ctrl.noise_scale, goals=[g.as_dict() for g in p.goals],
+                    period=ctrl.period) if o.controller == "policy" else None,
+        blend_s=o.blend, demands=p.demands, pushes=[push.as_dict() for push in p.pushes],
         # ground_force_gap_N: mean |ground force the physics gave - the one the tracker planned|
         # (N); pace: the pace governor; stand: the balanced pose the stand controller held;
         # balance: the planner's figures (Controller.report; None where a controller has none)
@@ -485,13 +527,13 @@ def simulate(rig: Rig, clips, controller: str = "tracking", fatigue: fat.Fatigue
         segments=[dict(label=s.label, start_s=s.start / 120.0, seconds=s.steps / 120.0, phase_frame=s.phase,
                        loop=s.clip.loop, loop_note=s.clip.describe() or None)
                   for s in plan.segments],
-        planned_seconds=n / 120.0, simulated_seconds=sim_seconds,
-        fell=fell, diverged=diverged, interrupted=interrupted, partial=fell or diverged or interrupted,
-        stopped_at_s=stop_time, stop_reason=reason,
+        planned_seconds=n / 120.0, simulated_seconds=sim.time,
+        fell=fell, diverged=bool(diverged), interrupted=interrupted, partial=partial,
+        stopped_at_s=sim.time if partial else None, stop_reason=diverged or rec.stop_reason,
         versions=_versions(), muscle_names=list(rig.muscle_names), groups=list(GROUPS),
-        timing=dict(wall_s=wall, cpu_s=cpu, controller_s=t_ctrl,
+        timing=dict(timing, controller_s=rec.controller_s,
                     prepare_s=ctrl.stats.get("prepare_s", 0.0),
-                    solve_s=ctrl.stats.get("solve_s", 0.0), muscles_and_physics_s=t_step,
+                    solve_s=ctrl.stats.get("solve_s", 0.0), muscles_and_physics_s=rec.step_s,
                     decisions=ctrl.stats.get("decisions", (sim.steps + ctrl.period - 1) // ctrl.period),
                     solver_steps=ctrl.stats.get("solver_steps", 0),
                     solver_fallbacks=ctrl.stats.get("solver_fallbacks", 0),

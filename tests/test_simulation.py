@@ -4,8 +4,7 @@ import pytest
 
 from engine import fatigue as fat
 from engine.errors import ParameterError, SinewError
-from engine.muscle_step import PDGains
-from engine.simulation import Simulation, SimulationDiverged
+from engine.simulation import Sampler, Simulation, SimulationDiverged
 
 
 class Fixed:
@@ -135,7 +134,8 @@ def test_a_restored_snapshot_continues_as_if_nothing_happened(rig, backend):
 
 def test_divergence_stops_with_time_step_and_body(rig):
     """A 30 Hz step without joint damping cannot integrate the muscles: the toes are flung
-    off at once. The run stops naming time, step and body, and keeps what it recorded."""
+    off at once. The run stops naming time, step and body, and keeps what it recorded before
+    that step: nothing, here (test_loop_hooks has a run that keeps some)."""
     sim = Simulation(rig, "mujoco", dt=1 / 30, joint_damping=0.0, pinned=("Pelvis", "Spine", "Torso"),
                      ground=False, fatigue=fat.FatigueParams(LD=25.0, LR=25.0))
     action = np.random.default_rng(1).uniform(-0.3, 0.3, rig.num_muscles)
@@ -144,7 +144,66 @@ def test_divergence_stops_with_time_step_and_body(rig):
     msg = str(err.value)
     assert "t = " in msg and "step " in msg and any(f"'{b}'" in msg for b in rig.body_names)
     rec = err.value.recording
-    assert len(rec.times) >= 1 and rec["pos"].shape[1:] == (rig.num_bodies, 3)
+    assert "(step 1)" in msg and msg.endswith("; kept 0 samples") and len(rec.times) == 0
+
+
+class Logged(Fixed):
+    """Fixed, logging the loop's calls with the step they came at."""
+
+    def __init__(self, action, period, log):
+        super().__init__(action, period)
+        self.log = log
+
+    def advance_pace(self, sim):
+        self.log.append(("pace", sim.steps))
+
+    def act(self, sim, state):
+        self.log.append(("act", sim.steps))
+        return self.action
+
+
+def test_loop_hooks(rig):
+    """Simulation.run's hooks as a take uses them: pace every step, before_decision only at a
+    decision, before_step after it; samples at exactly the chosen steps and a stop test after
+    one; a stop request ends the run before the next step, keeping its last; the divergence
+    check keeps what came before the diverged step and says how much."""
+    from engine.interrupt import StopFlag
+
+    def new():
+        return Simulation(rig, "mujoco", pinned=("Pelvis",), ground=False)
+
+    zero = np.zeros(rig.num_muscles)
+    log, calls = [], []
+    rec = new().run(Logged(zero, 4, log), 0.1, recorder=Sampler(positions, at=[3, 5, 11]),
+                    before_decision=lambda sim: log.append(("decide", sim.steps)),
+                    before_step=lambda sim: log.append(("push", sim.steps)), progress=calls.append)
+    step = [("pace", 0), ("decide", 0), ("act", 0), ("push", 0)] + [e for k in (1, 2, 3) for e in [("pace", k), ("push", k)]]
+    assert log[:10] == step and log[10:13] == [("pace", 4), ("decide", 4), ("act", 4)]
+    assert [k for e, k in log if e == "act"] == [0, 4, 8] and sum(e == "pace" for e, _ in log) == 12
+    assert np.allclose(rec.times, np.array([3, 5, 11]) / 120) and rec["pos"].shape == (3, rig.num_bodies, 3)
+    assert rec.stop_reason == "" and not rec.interrupted and rec.controller_s > 0 and rec.step_s > 0
+    assert calls == [i / 12 for i in range(12)]
+
+    sim = new()
+    rec = sim.run(Fixed(zero), 1.0, recorder=Sampler(positions, at=range(3, 120, 4),
+                                                     ends=lambda sim, s: "down" if sim.steps >= 10 else None))
+    assert sim.steps == 11 and rec.stop_reason == "down" and not rec.interrupted and len(rec.times) == 3
+
+    sim, flag = new(), StopFlag()
+    rec = sim.run(Fixed(zero), 1.0, record_every=10, stop=flag,
+                  progress=lambda f: f >= 0.1 and flag.request("cancelled"))
+    assert sim.steps == 13 and rec.interrupted and rec.stop_reason == "cancelled at t = 0.11 s"
+    assert np.allclose(rec.times, np.array([1, 11, 13]) / 120)  # every 10th step and the last
+
+    sim = new()
+    shove = np.zeros((rig.num_bodies, 3))
+    shove[rig.body_index("Head"), 0] = 1e12
+    with pytest.raises(SimulationDiverged) as err:
+        sim.run(Fixed(zero), 1.0, before_step=lambda sim: sim.steps == 7 and sim.physics.set_external_force(shove))
+    e = err.value
+    kept = e.recording.times
+    assert sim.steps >= 8 and np.allclose(kept, np.arange(1, sim.steps) / 120)  # each step before it
+    assert str(e) == f"{e.reason}; kept {len(kept)} samples" and e.reason.startswith(f"simulation diverged at t = {sim.time:.3f} s")
 
 
 def test_bad_input_is_refused(rig):

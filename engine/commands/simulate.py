@@ -110,14 +110,14 @@ def _simulate(args, stop) -> int:
     from ..atomic import check_out_dir
     from ..control.plan import split_hold
     from ..errors import InputFileError, ParameterError
-    from ..control.goals import check_policy_options, goals_from_specs
-    from ..push import check_pushes, parse_push
-    from ..take import check_balance, check_clips, check_fps, check_pace, check_policy_given
+    from ..control.goals import goals_from_specs
+    from ..push import parse_push
+    from ..take import check_balance, check_pace, check_policy_given
 
-    # everything checked before any work, one line each
+    # everything checked before any simulation work, one line each: the flags here, the take's
+    # own options (fps, pushes, goals, clip lengths) once by engine.take.simulate
     pushes = [parse_push(spec) for spec in args.push]
-    goals = check_policy_options(args.controller, args.mode, args.noise_scale,
-                                 goals_from_specs(args.mode, args.heading, args.speed))
+    goals = goals_from_specs(args.mode, args.heading, args.speed)
     check_policy_given(args.controller, args.policy)
     clips = []
     for path, seconds in parse_clips(args.clip):
@@ -125,7 +125,7 @@ def _simulate(args, stop) -> int:
         if not p.is_file():
             raise InputFileError(p, "clip file not found")
         clips.append((path, seconds))
-    fps = check_fps(DEFAULT_FPS if args.fps is None else args.fps)
+    fps = DEFAULT_FPS if args.fps is None else args.fps
     fatigue = fat.FatigueParams(F=args.F, R=args.R, r=args.r, scale=args.fatigue_scale).validate(1 / 120)
     from ..control.balance import default_workers
 
@@ -144,13 +144,11 @@ def _simulate(args, stop) -> int:
     from ..rig import load_rig
 
     rig = load_rig(args.rig)
-    pushes = check_pushes(pushes, rig)  # a known body (the window is checked once the clips are read)
     params = TrackingParams(residual=residual, pace=pace, balance=balance).validate()
     loaded = []
     for path, seconds in clips:  # read/retarget the clips (fails fast on a bad file)
         ref, _ = load_clip(rig, path, keep_calibration=args.keep_calibration)
         loaded.append((ref, path, ref.seconds if seconds is None else seconds))
-    check_clips([(r, s) for r, _, s in loaded])
     from ..take import simulate
 
     policy = None
