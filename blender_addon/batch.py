@@ -47,7 +47,7 @@ def _run(args, stop) -> int:
     from .engine import take_notes
     from .engine.atomic import atomic_path, check_out_file
     from .engine.control.plan import parse_clip_arg
-    from .engine.errors import ParameterError, SinewError
+    from .engine.errors import InputFileError, ParameterError, SinewError
     from .engine.interrupt import take_stopped_line
     from .engine.take import check_balance, check_pace, check_policy_given
 
@@ -57,7 +57,11 @@ def _run(args, stop) -> int:
         out = check_out_file(Path(args.out).resolve(), suffixes=(".blend",),
                              inputs=[args.scene or bpy.data.filepath or None])  # the scene is never rewritten
         if args.scene:
-            bpy.ops.wm.open_mainfile(filepath=args.scene)
+            try:
+                bpy.ops.wm.open_mainfile(filepath=args.scene)
+            except RuntimeError as e:  # not a .blend inside, or damaged: Blender's own reason, one line
+                reason = str(e).strip().splitlines()[0].removeprefix("Error: ")
+                raise InputFileError(args.scene, f"Blender cannot open this scene ({reason})") from None
         arm = bpy.data.objects.get(args.armature)
         if arm is None:
             arms = [o.name for o in bpy.data.objects if o.type == "ARMATURE"]

@@ -56,7 +56,16 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    code = main()
+    # Every way out goes through the exit below: an exception left to propagate would hang the
+    # bpy module's teardown, silent. A bug: its traceback, then one line.
+    try:
+        code = main()
+    except Exception:
+        import traceback
+
+        traceback.print_exc()
+        print("sinew bake: error: the batch script failed (the traceback above)", file=sys.stderr)
+        code = 1
     sys.stdout.flush()
     sys.stderr.flush()
     import bpy

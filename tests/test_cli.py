@@ -1,4 +1,5 @@
 """The sinew command line as a user runs it: exit codes, one-line errors, --json summaries."""
+import importlib.util
 import json
 import os
 import subprocess
@@ -116,6 +117,9 @@ def test_no_command_writes_over_its_input_or_in_another_format(tmp_path, capsys)
     import shutil
 
     from engine.commands.main import main
+    from engine.control import policy
+    from engine.motion import reference
+    from engine.npzfile import write_npz
 
     from .conftest import MOTION_DIR
 
@@ -123,26 +127,103 @@ def test_no_command_writes_over_its_input_or_in_another_format(tmp_path, capsys)
     shutil.copyfile(MOTION_DIR / "walk.bvh", clip)
     scene = tmp_path / "shot.blend"
     scene.write_bytes(b"BLENDER-v405 not really")
-    before = clip.read_bytes(), scene.read_bytes()
+    ref = write_npz(tmp_path / "walk_ref.npz", reference.FORMAT, reference.FORMAT_VERSION, {}, {})
+    pol = write_npz(tmp_path / "policy.npz", policy.FORMAT, policy.FORMAT_VERSION, {}, {})
+    mine = tmp_path / "mine.npz"
+    np.savez(mine, x=np.arange(3))
+    kept = (clip, scene, ref, pol, mine)
+    before = [f.read_bytes() for f in kept]
     cases = [
         (["retarget", str(clip), "--out", str(clip)], "ending in .npz"),
         (["retarget", str(clip), "--out", str(tmp_path / "ref")], "ending in .npz"),
+        (["retarget", str(clip), "--out", str(pol)], "holds a Sinew policy, and this command writes a reference"),
+        (["retarget", str(clip), "--out", str(mine)], "is not a Sinew file, and this command writes a reference"),
         (["fatigue-curve", "--out", str(tmp_path / "f09")], "ending in .png"),
+        (["fatigue-curve", "--out", str(tmp_path / "x.npz")], "ending in .png"),
         (["preview", str(clip), "--out", str(tmp_path / "sheet")], "ending in .png"),
+        (["preview", str(ref), "--out", str(tmp_path / "f09")], "ending in .png"),
+        (["preview", str(ref), "--out", str(tmp_path / "x.npz")], "ending in .png"),
         (["bake", str(scene), "--armature", "walk", "--clip", str(clip), "--out", str(scene)], "this command's input"),
         (["export-policy", str(tmp_path), "--out", str(tmp_path / "checkpoint.pt")], "ending in .npz"),
+        (["export-policy", str(tmp_path), "--out", str(tmp_path / "config.json")], "ending in .npz"),
+        (["export-policy", str(tmp_path), "--out", str(tmp_path / "log.csv")], "ending in .npz"),
+        (["export-policy", str(tmp_path), "--out", str(clip)], "ending in .npz"),
+        (["export-policy", str(tmp_path), "--out", str(ref)], "holds a Sinew reference, and this command writes a policy"),
         (["simulate", "--clip", f"{clip}:abc", "--out", str(tmp_path / "o")], "'abc' after the ':' is not a number"),
         (["fatigue-curve", "--on", "1e9", "--out", str(tmp_path / "f.png")], "at most 2e+07"),
         (["bake", str(clip), "--armature", "walk", "--clip", str(clip), "--out", str(tmp_path / "o.blend")],
          "not a Blender scene"),  # once hung, silent, until killed
         (["train", "--resume", "--out", str(tmp_path / "no_run")], "no run in"),  # once created it, empty
+        # refused once the clip is read: the --out folder made for the take goes again
+        (["simulate", "--clip", f"{clip}:0.5", "--push", "5:100,0,0:0.1", "--out", str(tmp_path / "o")],
+         "after the take's end"),
     ]
     for argv, said in cases:
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and said in err[0], (argv, err)
-    assert (clip.read_bytes(), scene.read_bytes()) == before
+    assert [f.read_bytes() for f in kept] == before
     assert not (tmp_path / "o").exists() and not (tmp_path / "no_run").exists() and not list(tmp_path.glob("*.png"))
+
+
+def test_broken_training_inputs_are_one_line(tmp_path, capsys):
+    """Issue 46: a training config with `hidden = "big"` ended in torch's TypeError, and a
+    corrupt checkpoint in six lines of torch's text advising weights_only=False. Each wrong
+    value of a config (a string, true or a list where a number goes, a layer size below 1)
+    and each unreadable checkpoint is one line naming it and exit 2, before any run folder."""
+    import re
+
+    pytest.importorskip("torch")
+    from engine.commands.main import main
+
+    tiny = (REPO / "training" / "configs" / "tiny.toml").read_text()
+    for key, value, said in [("hidden", '"big"', "parameter 'task.hidden': must list the layer sizes"),
+                             ("vae_hidden", "[32, -1]", "parameter 'vae_hidden': must list the layer sizes"),
+                             ("experts", "true", "parameter 'experts': must be a whole number, got True"),
+                             ("w_target", '"x"', "parameter 'w_target': must be a number"),
+                             ("rollout", "0", "parameter 'task.rollout': must be an integer >= 1"),
+                             ("clips", '"walk.bvh"', "parameter 'clips': must be a list of clip paths")]:
+        config = tmp_path / f"{key}.toml"
+        config.write_text(re.sub(rf"(?m)^{key} = .*$", f"{key} = {value}", tiny))
+        assert main(["train", "--config", str(config), "--out", str(tmp_path / "run")]) == 2, key
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], (key, err)
+    run = tmp_path / "broken"
+    run.mkdir()
+    for garbage in (b"not a checkpoint", b"PK\x03\x04 a zip cut short"):
+        (run / "checkpoint.pt").write_bytes(garbage)
+        for argv in (["train", "--resume", "--out", str(run)], ["export-policy", str(run), "--out", str(tmp_path / "p.npz")]):
+            assert main(argv) == 2, argv
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and "not a readable training checkpoint" in err[0] and "weights_only" not in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken", "clips.toml", "experts.toml", "hidden.toml",
+                                                           "rollout.toml", "vae_hidden.toml", "w_target.toml"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("bpy") is None, reason="needs the bpy module")
+def test_a_scene_blender_cannot_open_is_one_line_not_a_hang(tmp_path):
+    """Issue 46: `sinew bake notes.txt ...` hung, silent, until killed: Blender could not open
+    it, and the batch script's error left past the exit that spares the bpy module's teardown.
+    A file named .blend that is no scene did the same. Now one line and exit 2, from `sinew
+    bake` and from the batch script alike (a timeout here, so a hang fails rather than waits)."""
+    from .conftest import MOTION_DIR
+
+    scene = tmp_path / "notes.blend"
+    scene.write_text("meeting notes, not a scene\n")
+    args = ["--armature", "walk", "--clip", f"{MOTION_DIR / 'walk.bvh'}:0.5", "--out", str(tmp_path / "o.blend")]
+    said = f"sinew bake: error: {scene}: Blender cannot open this scene (File format is not supported"
+    for cmd in ([sys.executable, "-m", "engine", "bake", str(scene), *args],
+                [sys.executable, str(REPO / "scripts" / "sinew_bake.py"), "--scene", str(scene), *args]):
+        p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _, stderr = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.terminate()  # `sinew bake` passes it on to the batch script it started
+            p.communicate(timeout=30)
+            pytest.fail(f"hung: {cmd}")
+        assert p.returncode == 2 and "Traceback" not in stderr, stderr
+        assert stderr.strip().splitlines()[-1].startswith(said), stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.blend"]
 
 
 def test_take_options_that_would_be_ignored_are_refused_naming_the_flags(tmp_path, capsys, addon):

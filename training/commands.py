@@ -168,11 +168,12 @@ def _train_dagger(args, cfg, out, stop, checkpoint=None) -> int:
 def cmd_export(args) -> int:
     import torch  # noqa: F401
 
-    from engine.atomic import check_out_file
+    from engine.control.policy import FORMAT
+    from engine.npzfile import check_out_npz
 
     from .export import export_policy
 
-    check_out_file(args.out, suffixes=(".npz",))  # not over the run's checkpoint, config or log
+    check_out_npz(args.out, FORMAT, "policy")  # not over the run's checkpoint, config or log, nor a reference
     s = export_policy(args.run, args.out)
     _emit(s, args.json, [f"wrote {s['out']}: {s['parameters']} parameters, latent {s['latent_dim']}, "
                          f"rig {s['rig']}" + (", with heading policy" if s["has_task"] else "")])

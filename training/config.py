@@ -153,6 +153,7 @@ class TrainConfig:
     path: str | None = None
 
     def validate(self) -> "TrainConfig":
+        _check_types(self)
         pos_int = ("buffer_size", "samples_per_iter", "chunks_per_iter", "wm_rollout", "vae_rollout",
                    "batch_size", "latent_dim", "experts", "threads", "checkpoint_every")
         for k in pos_int:
@@ -168,7 +169,7 @@ class TrainConfig:
         for k in ("sigma_prior", "sigma_policy", "action_scale", "lr_wm", "lr_vae", "episode_seconds"):
             if not (getattr(self, k) > 0):
                 raise ParameterError(k, f"must be > 0, got {getattr(self, k)!r}")
-        if not self.eval_starts or not all(0.0 <= float(x) <= 1.0 for x in self.eval_starts):
+        if not self.eval_starts or not all(_number(x) and 0.0 <= x <= 1.0 for x in self.eval_starts):
             raise ParameterError("eval_starts", f"list start phases in [0, 1], got {self.eval_starts!r}")
         if not (self.w_target >= 0):
             raise ParameterError("w_target", f"must be >= 0, got {self.w_target!r}")
@@ -192,8 +193,25 @@ class TrainConfig:
             raise ParameterError("action", f"{self.action!r}: choose one of {', '.join(ACTIONS)}")
         if self.action != "pd_target" and self.dagger is None:
             raise ParameterError("action", f"{self.action!r} is for a [dagger] run; the world model trains PD targets")
+        if self.task is not None:
+            t = self.task
+            _check_types(t, "task.")
+            for k in ("batch_size", "rollout"):
+                if getattr(t, k) < 1:
+                    raise ParameterError(f"task.{k}", f"must be an integer >= 1, got {getattr(t, k)!r}")
+            if t.iterations < 0:
+                raise ParameterError("task.iterations", f"must be an integer >= 0, got {t.iterations!r}")
+            if not (t.lr > 0):
+                raise ParameterError("task.lr", f"must be > 0, got {t.lr!r}")
+            for k in ("w_heading", "w_speed", "w_fall", "w_z"):
+                if not (getattr(t, k) >= 0):
+                    raise ParameterError(f"task.{k}", f"must be >= 0, got {getattr(t, k)!r}")
+            if not (0 <= t.speed_min <= t.speed_max < float("inf")):
+                raise ParameterError("task.speed_min", f"speed_min {t.speed_min!r} and speed_max {t.speed_max!r} m/s: "
+                                     "need 0 <= speed_min <= speed_max, finite")
         if self.dagger is not None:
             d = self.dagger
+            _check_types(d, "dagger.")
             if d.expert not in ("stand", "balance"):
                 raise ParameterError("dagger.expert", f"{d.expert!r}: choose stand or balance")
             for k in ("rounds", "episodes", "fit_steps", "fit_batch", "period", "eval_starts", "workers", "planners"):
@@ -233,6 +251,30 @@ class TrainConfig:
         return d
 
 
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _check_types(cfg, prefix: str = "") -> None:
+    """Each of `cfg`'s values of its field's type, before any is used (a TOML string, true or
+    list where a number goes once failed deep inside torch): a whole number for an int, any
+    number for a float, true/false for a bool, a list for a list, and each network's layer
+    sizes (the *hidden lists) whole numbers >= 1."""
+    for f in fields(cfg):
+        v, key = getattr(cfg, f.name), prefix + f.name
+        ok = {"int": isinstance(v, int) and not isinstance(v, bool), "float": _number(v),
+              "bool": isinstance(v, bool), "str": isinstance(v, str), "list": isinstance(v, list)}.get(f.type, True)
+        if f.name.endswith("hidden") and not (ok and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
+                                                         for n in v)):
+            raise ParameterError(key, f"must list the layer sizes, whole numbers >= 1 (e.g. [256, 256]), got {v!r}")
+        if not ok:
+            raise ParameterError(key, f"must be {TYPE_WORDS[f.type]}, got {v!r}")
+
+
+TYPE_WORDS = dict(int="a whole number", float="a number", bool="true or false", str="a string",
+                  list="a list [...]")
+
+
 def _build(cls, table: dict, where: str):
     names = {f.name for f in fields(cls)}
     unknown = sorted(set(table) - names)
@@ -266,6 +308,8 @@ def load_config(path, motion_dir=None) -> TrainConfig:
         table = {**base, **table}
     task = table.pop("task", None)
     dagger = table.pop("dagger", None)
+    if not isinstance(table.get("clips", []), list):
+        raise ParameterError("clips", f"must be a list of clip paths, e.g. [\"walk.bvh\"], got {table['clips']!r}")
     clips = []
     for c in table.get("clips", []):
         c = str(c)

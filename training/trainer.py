@@ -427,8 +427,9 @@ def load_checkpoint(run_or_ckpt) -> dict:
         raise InputFileError(p, "no checkpoint here (train first, or give the run folder)")
     try:
         ck = torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - any unreadable file is reported the same way
-        raise InputFileError(p, f"not a readable training checkpoint ({type(e).__name__}: {e})") from None
+    except Exception as e:  # noqa: BLE001 - torch's own text runs to pages and advises weights_only=False
+        raise InputFileError(p, "not a readable training checkpoint: truncated, damaged or not one `sinew train` "
+                                f"wrote ({type(e).__name__})") from None
     if not isinstance(ck, dict) or ck.get("format") != "sinew-train-checkpoint":
         raise InputFileError(p, "not a Sinew training checkpoint")
     if ck.get("version") != 1:

@@ -67,8 +67,9 @@ def _summary_lines(ref, out: Path | None) -> list[str]:
 
 
 def cmd_retarget(args) -> int:
-    from ..atomic import check_out_file
     from ..errors import InputFileError
+    from ..motion.reference import FORMAT
+    from ..npzfile import check_out_npz
     from ..progress import Progress
     from ..rig import load_rig
     from ..motion.bvh import read_bvh
@@ -77,7 +78,7 @@ def cmd_retarget(args) -> int:
     clip = Path(args.clip)
     if clip.suffix.lower() != ".bvh":
         raise InputFileError(clip, "expected a .bvh file (armatures are retargeted from Blender)")
-    out = check_out_file(Path(args.out) if args.out else Path(clip.stem + "_ref.npz"), suffixes=(".npz",), inputs=[clip])
+    out = check_out_npz(Path(args.out) if args.out else Path(clip.stem + "_ref.npz"), FORMAT, "reference", inputs=[clip])
     motion = read_bvh(clip, units=args.units, up=args.up)
     rig = load_rig(args.rig)
     rt = Retargeter.build(rig, motion.skeleton, preset=args.preset, mapping=args.map, motion=motion)

@@ -99,10 +99,18 @@ def parse_clips(items) -> list[tuple[str, float | None]]:
 
 
 def cmd_simulate(args) -> int:
+    from ..errors import SinewError
     from ..interrupt import stop_on_signals
 
-    with stop_on_signals() as stop:  # Ctrl-C / SIGTERM: stop at the next step, keep the take
-        return _simulate(args, stop)
+    out = Path(args.out)
+    made = not out.exists()
+    try:
+        with stop_on_signals() as stop:  # Ctrl-C / SIGTERM: stop at the next step, keep the take
+            return _simulate(args, stop)
+    except SinewError:  # refused (a clip, a push, a policy): the --out folder made for it goes again
+        if made and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        raise
 
 
 def _simulate(args, stop) -> int:
