@@ -40,7 +40,9 @@ class SimulationJob:
         self.strength = strength
         self.mode, self.noise_scale, self.goals = mode, noise_scale, list(goals)
         self.fatigue, self.residual, self.seed, self.pace = fatigue, residual, seed, pace
-        self.backend, self.policy, self.pushes = backend, policy, list(pushes)
+        # prepare's engine.push.CheckedPushes kept as they are: the take does not check them again
+        self.backend, self.policy = backend, policy
+        self.pushes = pushes if isinstance(pushes, list) else list(pushes)
         self.retargeter = retargeter
         self.fraction = 0.0
         self.take = None

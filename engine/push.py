@@ -80,10 +80,30 @@ def as_push(p) -> Push:
                              "seconds and optionally body") from None
 
 
-def check_pushes(pushes, rig, seconds: float | None = None) -> list[Push]:
+class CheckedPushes(list):
+    """check_pushes's answer: Push objects checked against a rig's bodies and a take's length.
+    Checked again against the same bodies and a take at least as long, unchanged since, it is
+    handed back as it is (the Blender add-on checks a take's pushes before its job starts, and
+    engine.take.simulate receives them: each push is checked once)."""
+
+    def __init__(self, pushes, bodies: tuple, seconds: float | None):
+        super().__init__(pushes)
+        self.checked = (tuple(pushes), bodies, seconds)
+
+    def holds_for(self, bodies: tuple, seconds: float | None) -> bool:
+        pushes, checked_bodies, checked_seconds = self.checked
+        longer = seconds is None or (checked_seconds is not None and checked_seconds <= seconds + 1e-9)
+        return tuple(self) == pushes and bodies == checked_bodies and longer
+
+
+def check_pushes(pushes, rig, seconds: float | None = None) -> CheckedPushes:
     """Pushes (Push, spec strings or dicts like Push.as_dict) checked before any work:
     finite numbers, a start >= 0 and a duration > 0, a body the rig has (the error lists
-    them), and the window inside the take's `seconds` when given."""
+    them), and the window inside the take's `seconds` when given. Pushes this already
+    checked for these bodies and a take as long come back as they are (CheckedPushes)."""
+    bodies = tuple(rig.body_names)
+    if isinstance(pushes, CheckedPushes) and pushes.holds_for(bodies, seconds):
+        return pushes
     out = []
     for p in pushes or []:
         p = as_push(p)
@@ -100,7 +120,7 @@ def check_pushes(pushes, rig, seconds: float | None = None) -> list[Push]:
         if seconds is not None and p.end > seconds + 1e-9:
             raise ParameterError("--push", f"{where}: ends at {p.end:g} s, after the take's end at {seconds:g} s")
         out.append(Push(float(p.time), tuple(float(x) for x in f), float(p.seconds), p.body))
-    return out
+    return CheckedPushes(out, bodies, seconds)
 
 
 class PushSchedule:

@@ -50,6 +50,52 @@ def test_pushes_are_checked_against_the_rig_and_the_take(rig):
     assert [p.body for p in ok] == ["Pelvis", "Head", "Pelvis"]
 
 
+def test_pushes_checked_before_a_take_are_not_checked_again(rig, monkeypatch):
+    """Issue 46: each input checked once. The Blender add-on checks a take's pushes before its
+    job starts (blender_addon/prepare.py) and the take receives them: checked for the same
+    bodies and a take as long, they come back as they are, through engine.take.simulate too.
+    Another length, or a push added since, is checked again."""
+    import engine.push
+
+    checked = check_pushes(["0.2:10,0,0:0.1"], rig, 0.5)
+    fresh = check_pushes(["0.2:10,0,0:0.1"], rig)
+
+    def again(p):
+        raise AssertionError(f"{p} checked a second time")
+
+    with monkeypatch.context() as m:
+        m.setattr(engine.push, "as_push", again)
+        assert check_pushes(checked, rig.with_strength(3.0), 0.5) is checked  # the take's rig, at its strength
+        assert check_pushes(checked, rig, 0.75) is checked and check_pushes(fresh, rig) is fresh
+    from engine.take import simulate
+
+    passed = []
+
+    def spy(pushes, rig, seconds=None):
+        out = check_pushes(pushes, rig, seconds)
+        passed.append(out is pushes)
+        return out
+
+    monkeypatch.setattr(engine.push, "check_pushes", spy)
+    take = simulate(rig, [(WALK, 0.5)], params=TrackingParams(residual=1.0), pushes=checked, fps=30,
+                    progress=lambda f: None)
+    assert passed == [True]  # the take's one look at them handed them back as they were
+    assert take.meta["pushes"] == [dict(time=0.2, force=[10.0, 0.0, 0.0], seconds=0.1, body="Pelvis")]
+    with pytest.raises(ParameterError, match="after the take's end at 0.25 s"):
+        check_pushes(checked, rig, 0.25)  # a shorter take
+    checked.append(Push(0.1, (1.0, 0, 0), 0.1, "Hips"))  # added since
+    with pytest.raises(ParameterError, match="no body 'Hips'"):
+        check_pushes(checked, rig, 0.5)
+
+
+def test_the_addons_job_hands_its_checked_pushes_on_as_they_are(rig, addon):
+    """The add-on's SimulationJob keeps prepare's checked pushes (a copy would be checked again)."""
+    import importlib
+
+    checked = importlib.import_module(f"{addon}.engine.push").check_pushes(["0.2:10,0,0:0.1"], rig, 0.5)
+    assert importlib.import_module(f"{addon}.job").SimulationJob([], 30, pushes=checked).pushes is checked
+
+
 @pytest.mark.parametrize("name", ["mujoco", "ode"])
 def test_a_push_adds_exactly_its_impulse_on_both_backends(rig, name):
     """A character in the air (no ground): joints, damping and gravity are internal or
