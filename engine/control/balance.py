@@ -77,12 +77,12 @@ class BalanceParams:
     w_tilt: float = 10.0  # per rad^2 of pelvis roll and pitch error
     w_speed: float = 1.0  # per (m/s)^2 of horizontal root velocity error (against eq. 2's v*)
     path_time: float = 1.0  # s: eq. (2), the root is steered back onto the clip's path in this time
-    # m/s: eq. (2), the most it is asked to go faster or slower than the clip. It binds only
-    # where the root is more than path_speed x path_time off: after a turn in place (the
-    # Mixamo fixture's, 180 deg every 2.3 s) the take trails 0.4-0.8 m, and 0.3 m/s could not
-    # make that up before the next turn (10 s: 63 and 56 cm on two draws; with 0.6: 30 and
-    # 43). The bundled walk, the tired minute and the CMU walk rarely come 0.3 m off their path
-    # (the same takes, docs/research/balance.md, thirtieth session)
+    # m/s: eq. (2), the most it is asked to go faster or slower than the clip; it binds where
+    # the root is more than path_speed x path_time off the path. After a turn in place (the
+    # Mixamo fixture's, 180 deg every 2.3 s) the take trails 0.4-0.8 m, which 0.3 m/s could
+    # not make up before the next turn (10 s: 63 and 56 cm on two draws; 0.6: 30 and 43).
+    # Takes that stay within 0.3 m of their path (the bundled walk, the tired minute, the CMU
+    # walk) are the same with either (docs/research/balance.md, thirtieth session)
     path_speed: float = 0.6
     w_joint: float = 0.1  # per (mean joint error / 10 deg)^2
     w_offset: float = 0.1  # per rad^2 of offsets
