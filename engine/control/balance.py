@@ -81,8 +81,9 @@ class BalanceParams:
     # the root is more than path_speed x path_time off the path. After a turn in place (the
     # Mixamo fixture's, 180 deg every 2.3 s) the take trails 0.4-0.8 m, which 0.3 m/s could
     # not make up before the next turn (10 s: 63 and 56 cm on two draws; 0.6: 30 and 43).
-    # Takes that stay within 0.3 m of their path (the bundled walk, the tired minute, the CMU
-    # walk) are the same with either (docs/research/balance.md, thirtieth session)
+    # Takes that stay within 0.3 m of their path are not changed by it (the bundled walk's 10
+    # s, bit for bit; the tired minute, the CMU walk and the pushes walk as before:
+    # docs/research/balance.md, thirtieth session)
     path_speed: float = 0.6
     w_joint: float = 0.1  # per (mean joint error / 10 deg)^2
     w_offset: float = 0.1  # per rad^2 of offsets
