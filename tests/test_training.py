@@ -2,7 +2,6 @@
 torch policy, resume is exact, and the tiny config runs train -> export -> simulate."""
 import csv
 import json
-import shutil
 import subprocess
 import sys
 
@@ -127,6 +126,43 @@ def test_train_resume_reads_the_checkpoint_once(tmp_path, monkeypatch):
     args = argparse.Namespace(config=None, out=str(run), resume=True, iterations=1, workers=None, json=False)
     assert cmd_train(args) == 0
     assert len(loads) == 1, loads
+
+
+def test_the_documented_heading_example_adds_the_task_to_a_run(tmp_path, monkeypatch, capsys):
+    """Issue 46: the example in train's --help and CLI.md, `sinew train --config heading --out
+    RUN --resume`, ended in "list at least one clip": heading.toml lists none, as the run it
+    adds to keeps its own. It now adds the heading task to the run (its steps stubbed here: the
+    config asks 2000); without --resume the config says how it is used."""
+    import shlex
+    from dataclasses import asdict
+
+    from engine.commands.main import main
+    from engine.errors import ParameterError
+    from training.commands import EPILOG_TRAIN
+    from training.config import load_config
+    from training.trainer import Trainer, load_checkpoint
+
+    line = next(ln for ln in EPILOG_TRAIN.splitlines() if "--config heading" in ln)
+    assert line in (REPO / "CLI.md").read_text()
+    words = shlex.split(line.split("#")[0])
+    assert words[:2] == ["sinew", "train"] and "--resume" in words
+    with pytest.raises(ParameterError, match="clips.*--resume"):  # a new run needs clips
+        load_config("heading")
+    heading = load_config("heading", resume=True).task
+    run = tmp_path / "run"
+    Trainer(_tiny(workers=0, eval_every=0, iterations=1), run).train(1)
+    steps = []
+
+    def train_task(tr, iterations):
+        steps.append((tr.iteration, iterations, tr.cfg.task))
+        tr.task_iteration = iterations
+
+    monkeypatch.setattr("training.task.train_task", train_task)
+    assert main([str(run) if w == "runs/walk" else w for w in words[1:]]) == 0, capsys.readouterr().err
+    assert steps == [(1, heading.iterations, heading)]  # no more VAE iterations, the config's task
+    ck = load_checkpoint(run)
+    assert (ck["iteration"], ck["task_iteration"]) == (1, heading.iterations) and ck["task"] is not None
+    assert ck["config"]["task"] == asdict(heading)
 
 
 def test_checkpoint_refuses_other_files(tmp_path):

@@ -99,7 +99,8 @@ def _train(args, stop) -> int:
         raise ParameterError("iterations", f"must be >= 0, got {args.iterations}")
     if args.workers is not None and args.workers < 0:
         raise ParameterError("workers", f"must be >= 0, got {args.workers}")
-    cfg = load_config(args.config, motion_dir) if args.config else None  # ${shared_motion}: found on use
+    # ${shared_motion}: found on use; on --resume the run keeps its own clips (heading.toml lists none)
+    cfg = load_config(args.config, motion_dir, resume=args.resume) if args.config else None
     if not args.resume and cfg is None:
         raise ParameterError("config", "give --config (or --resume with --out)")
     if args.resume and not (args.out and Path(args.out).is_dir()):  # before check_out_dir creates it
