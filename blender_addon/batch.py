@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from .engine.options import BAKE, OneLineParser, add_arguments
+from .engine.options import BAKE, OneLineParser, add_arguments, add_force
 
 
 def parser() -> argparse.ArgumentParser:
@@ -24,6 +24,7 @@ def parser() -> argparse.ArgumentParser:
                                     "under blender -b the opened file is used)")
     ap.add_argument("--armature", required=True, help="name of the armature object")
     ap.add_argument("--out", required=True, help="the .blend to write (never the scene itself)")
+    add_force(ap)  # as `sinew bake` has it, and handed on by it
     add_arguments(ap, BAKE)  # the take's options, as `sinew bake` has them (engine/options.py)
     ap.add_argument("--json", action="store_true", help="print the JSON summary as the last stdout line")
     return ap
@@ -45,7 +46,7 @@ def _run(args, stop) -> int:
 
     from . import bake, prepare
     from .engine import take_notes
-    from .engine.atomic import atomic_path, check_out_file
+    from .engine.atomic import atomic_path, check_out_file, held_not_blend
     from .engine.control.plan import parse_clip_arg
     from .engine.errors import InputFileError, ParameterError, SinewError
     from .engine.interrupt import take_stopped_line
@@ -54,7 +55,7 @@ def _run(args, stop) -> int:
     t0 = time.perf_counter()
     try:
         check_policy_given(args.controller, args.policy)
-        out = check_out_file(Path(args.out).resolve(), suffixes=(".blend",),
+        out = check_out_file(Path(args.out).resolve(), suffixes=(".blend",), held=held_not_blend, force=args.force,
                              inputs=[args.scene or bpy.data.filepath or None])  # the scene is never rewritten
         if args.scene:
             try:

@@ -38,11 +38,13 @@ class SimulationJob:
                  balance=None, strength=None, retargeter=None):
         self.clips, self.fps, self.controller, self.balance = clips, int(fps), controller, balance
         self.strength = strength
-        self.mode, self.noise_scale, self.goals = mode, noise_scale, list(goals)
+        self.mode, self.noise_scale = mode, noise_scale
         self.fatigue, self.residual, self.seed, self.pace = fatigue, residual, seed, pace
-        # prepare's engine.push.CheckedPushes kept as they are: the take does not check them again
+        # prepare's engine.push.CheckedPushes and engine.control.goals.CheckedGoals kept as they
+        # are: the take does not check them again
         self.backend, self.policy = backend, policy
         self.pushes = pushes if isinstance(pushes, list) else list(pushes)
+        self.goals = goals if isinstance(goals, list) else list(goals)
         self.retargeter = retargeter
         self.fraction = 0.0
         self.take = None

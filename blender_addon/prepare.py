@@ -48,7 +48,7 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
     TrackingParams(residual=residual, pace=pace, balance=planner).validate()
     if controller == "tracking":
         strength = check_strength(controller, strength=strength)
-    goals = check_policy_options(controller, mode, noise_scale, goals_from_specs(mode, headings, speed))
+    goals = goals_from_specs(mode, headings, speed)  # read now; checked below, once, against the take and policy
     check_value("repetitions", repetitions)  # as --repetitions is checked (engine/options.py)
 
     if arm is None or getattr(arm, "type", None) != "ARMATURE":
@@ -79,10 +79,12 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
 
         policy = load_policy(bpy_abspath(policy), load_model())  # another rig, a broken file: refused now
         strength = check_strength(controller, policy, strength)  # its own; another refused
+    else:
+        policy = None  # a path left in the panel's field: the tracking controller runs none
     seconds = sum(round(120 * s) for _, s in out) / 120.0
     pushes = check_pushes(parse_pushes(pushes) if isinstance(pushes, str) else pushes, load_model(), seconds)
-    goals = check_policy_options(controller, mode, noise_scale, goals, seconds,
-                                 policy if controller == "policy" else None)
+    # the one check of the goals: engine.take.simulate hands these CheckedGoals back as they are
+    goals = check_policy_options(controller, mode, noise_scale, goals, seconds, policy)
     return SimulationJob(out, fps, controller=controller, fatigue=fatigue_params(fatigue_scale, F, R, r),
                          residual=residual, seed=seed, policy=policy, pushes=pushes, pace=pace, mode=mode,
                          noise_scale=noise_scale, goals=goals, balance=planner, strength=strength, retargeter=rt)

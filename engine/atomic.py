@@ -85,12 +85,16 @@ def check_out_dir(path, option: str = "--out") -> Path:
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".eps")
 
 
-def check_out_file(path, option: str = "--out", suffixes: tuple[str, ...] = (), inputs=()) -> Path:
+def check_out_file(path, option: str = "--out", suffixes: tuple[str, ...] = (), inputs=(), held=None,
+                   force: bool = False) -> Path:
     """The output file `path` can be written: not a folder, and its folder exists or is
     created now and is writable; with `suffixes`, its name ends in one of them (what the
     command writes: a figure's format goes by it, and a reference written as `walk.bvh`
     would pass for a clip); not one of the command's `inputs` (a command never writes over
-    what it reads). Otherwise OutputPathError naming the path."""
+    what it reads, not even with --force). With `held`, a function that says what a file
+    already at `path` holds when it is of another kind than the command writes (None: the
+    same kind, replaced as re-running the command does), such a file is refused unless
+    `force` (the command's --force). Otherwise OutputPathError naming the path."""
     p = Path(path)
     if p.is_dir():
         raise OutputPathError(p, f"is a folder; give {option} a file name")
@@ -99,8 +103,27 @@ def check_out_file(path, option: str = "--out", suffixes: tuple[str, ...] = (), 
         raise OutputPathError(p, f"give {option} a name ending in {ends} (what this command writes)")
     for given in inputs:
         if given is not None and p.exists() and Path(given).exists() and os.path.samefile(p, given):
-            raise OutputPathError(p, f"is this command's input; give {option} another name (nothing was written)")
+            raise OutputPathError(p, f"is this command's input, never written over, not even with --force; "
+                                     f"give {option} another name (nothing was written)")
     if p.parent.exists() and not p.parent.is_dir():
         raise OutputPathError(p, f"cannot write here: {p.parent} is a file, not a folder")
     check_out_dir(p.parent, option)
+    if held is not None and not force and p.is_file():
+        other = held(p)
+        if other:
+            raise OutputPathError(p, f"{other}; give {option} another name (nothing was written), or --force to "
+                                     "replace it")
     return p
+
+
+BLEND_HEADS = (b"BLENDER", b"\x28\xb5\x2f\xfd", b"\x1f\x8b")  # a .blend: plain, zstd- or gzip-compressed
+
+
+def held_not_blend(path) -> str | None:
+    """check_out_file's `held` for a Blender scene: None for a .blend, else what the file is."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(BLEND_HEADS[0]))
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e}), so it is not known to be a Blender scene"
+    return None if head.startswith(BLEND_HEADS) else "is not a Blender file, and this command writes a scene"

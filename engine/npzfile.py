@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .atomic import atomic_open, check_out_file
-from .errors import InputFileError, OutputPathError
+from .errors import InputFileError
 
 
 def write_npz(path, fmt: str, version: int, meta: dict, arrays: dict, compress: bool = False) -> Path:
@@ -35,18 +35,19 @@ def file_format(path) -> str | None:
     return meta.get("format") if isinstance(meta, dict) else None
 
 
-def check_out_npz(path, fmt: str, what: str, option: str = "--out", inputs=()) -> Path:
+def check_out_npz(path, fmt: str, what: str, option: str = "--out", inputs=(), force: bool = False) -> Path:
     """check_out_file for a Sinew .npz of format `fmt` (`what` names it: "reference", ...):
     a file already there of another kind (a policy where a reference would go, anyone's own
-    arrays) is refused, not written over; one of the same kind is replaced."""
-    p = check_out_file(path, option, suffixes=(".npz",), inputs=inputs)
-    if p.exists():
+    arrays) is refused unless `force`, not written over; one of the same kind is replaced."""
+
+    def held(p):
         got = file_format(p)
-        if got != fmt:
-            held = f"holds a Sinew {got.removeprefix('sinew-')}" if got else "is not a Sinew file"
-            raise OutputPathError(p, f"{held}, and this command writes a {what}; give {option} another name "
-                                     "(nothing was written)")
-    return p
+        if got == fmt:
+            return None
+        return (f"holds a Sinew {got.removeprefix('sinew-')}" if got else "is not a Sinew file") + \
+            f", and this command writes a {what}"
+
+    return check_out_file(path, option, suffixes=(".npz",), inputs=inputs, held=held, force=force)
 
 
 def read_npz(path, fmt: str, version: int, what: str, hint: str = "") -> tuple[dict, dict]:

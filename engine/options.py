@@ -67,6 +67,19 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+REPLACED_ANYWAY = "an earlier output of this command is replaced anyway, as re-running it does"
+
+
+def add_force(parser: argparse.ArgumentParser, same_kind: str = REPLACED_ANYWAY) -> None:
+    """The --force flag of every command that writes a file or folder (engine.atomic's
+    check_out_file takes it): an output of another kind than the command writes is replaced
+    only with it; one of the command's inputs never is. `same_kind`: what becomes of an
+    output of the command's own kind."""
+    parser.add_argument("--force", action="store_true",
+                        help=f"replace an existing output even if it holds another kind of file than this command "
+                             f"writes ({same_kind}); never one of this command's inputs")
+
+
 @dataclass(frozen=True)
 class Option:
     """One take option. `default` is what a command line parses when the flag is absent

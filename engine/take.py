@@ -318,8 +318,8 @@ class _Options:
     blend: float
     mode: str
     noise_scale: float | None
-    pushes: object  # as given: engine.push.Push objects, specs or dicts
-    goals: object  # as given: engine.control.goals.Goal objects or dicts
+    pushes: object  # as given: engine.push.Push objects, specs or dicts (CheckedPushes: not checked again)
+    goals: object  # as given: engine.control.goals.Goal objects or dicts (CheckedGoals: not checked again)
 
 
 @dataclass

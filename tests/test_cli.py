@@ -166,6 +166,76 @@ def test_no_command_writes_over_its_input_or_in_another_format(tmp_path, capsys)
     assert not (tmp_path / "o").exists() and not (tmp_path / "no_run").exists() and not list(tmp_path.glob("*.png"))
 
 
+def test_force_replaces_an_output_of_another_kind_never_an_input(tmp_path, capsys):
+    """Issue 46: a file of another kind where the output goes (a policy where a reference
+    would go, a folder's take.npz that is no take, a .blend that is no scene) is refused in one
+    line ending with the way to replace it, --force; with --force it is replaced by a correct
+    output (for the bake, the batch script it runs gets the flag too). An input is never
+    written over, --force or not. Every command that writes a file or folder offers it."""
+    import argparse
+    import shutil
+
+    from engine.commands.main import build_parser, main
+    from engine.control import policy
+    from engine.motion import reference
+    from engine.npzfile import file_format, write_npz
+    from engine.rig import load_rig
+    from engine.take import load_take
+
+    from .conftest import MOTION_DIR
+
+    clip = tmp_path / "walk.bvh"
+    shutil.copyfile(MOTION_DIR / "walk.bvh", clip)
+    pol = write_npz(tmp_path / "policy.npz", policy.FORMAT, policy.FORMAT_VERSION, {}, {})
+    out = tmp_path / "take"
+    write_npz(out / "take.npz", policy.FORMAT, policy.FORMAT_VERSION, {}, {})  # not a take
+    notes = tmp_path / "notes.blend"
+    notes.write_text("meeting notes, not a scene\n")
+    scene = tmp_path / "shot.blend"
+    scene.write_bytes(b"BLENDER-v405 not really")
+    rig = shutil.copyfile(load_rig("human284").path, tmp_path / "rig.npz")
+    held = tmp_path / "held"
+    held.mkdir()
+    main(["retarget", str(clip), "--out", str(held / "take.npz")])  # a reference named as a take
+    capsys.readouterr()
+    take = ["simulate", "--clip", f"{clip}:0.2", "--no-balance", "--no-plots", "--out", str(out)]
+    bake = ["bake", str(scene), "--armature", "A", "--clip", f"{clip}:0.2"]
+    kept = (pol, out / "take.npz", notes, scene, rig, held / "take.npz")
+    before = [f.read_bytes() for f in kept]
+    for argv, said in [
+        (["retarget", str(clip), "--out", str(pol)], "holds a Sinew policy, and this command writes a reference"),
+        (take, "holds a Sinew policy, and this command writes a take"),
+        (bake + ["--out", str(notes)], "is not a Blender file, and this command writes a scene"),
+    ]:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0] and err[0].endswith("or --force to replace it"), (argv, err)
+    for argv in (["retarget", str(clip), "--rig", str(rig), "--out", str(rig), "--force"],
+                 ["simulate", "--clip", f"{held / 'take.npz'}:0.2", "--out", str(held), "--force"],
+                 bake + ["--out", str(scene), "--force"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "is this command's input, never written over, not even with --force" in err[0], err
+    assert [f.read_bytes() for f in kept] == before
+
+    assert main(["retarget", str(clip), "--out", str(pol), "--force"]) == 0
+    assert file_format(pol) == reference.FORMAT and reference.load_reference(pol).num_frames > 100
+    assert main(take + ["--force"]) == 0
+    assert load_take(out / "take.npz").meta["summary"]["seconds"] == pytest.approx(0.2, abs=0.01)
+    capsys.readouterr()
+    # the bake's check passes on --force and so does the batch script's (handed on): Blender then
+    # finds the scene is no scene, and nothing was written
+    if importlib.util.find_spec("bpy") is not None:
+        p = sinew(*bake, "--out", str(notes), "--force", check=False)
+        assert p.returncode == 2 and "Blender cannot open this scene" in p.stderr.strip().splitlines()[-1], p.stderr
+        assert notes.read_text() == "meeting notes, not a scene\n"
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, parser in sub.choices.items():
+        flags = {f for a in parser._actions for f in a.option_strings}
+        assert ("--force" in flags) == ("--out" in flags), name
+
+
 def test_broken_training_inputs_are_one_line(tmp_path, capsys):
     """Issue 46: a training config with `hidden = "big"` ended in torch's TypeError, and a
     corrupt checkpoint in six lines of torch's text advising weights_only=False. Each wrong

@@ -443,4 +443,5 @@ def test_train_refuses_a_resume_without_a_run_and_a_new_run_over_one(tmp_path):
     for config in ("walk", "tiny"):
         out = subprocess.run(cmd + ["--config", config, "--out", str(tmp_path / "held")], cwd=REPO,
                              capture_output=True, text=True, timeout=120)
-        assert out.returncode != 0 and "already holds a run; use --resume" in out.stderr, config
+        assert out.returncode != 0 and "already holds a run (checkpoint.pt); use --resume" in out.stderr, config
+        assert out.stderr.strip().endswith("or --force to replace it"), out.stderr

@@ -11,11 +11,12 @@ import pytest
 
 from engine.options import BAKE, OPTIONS, PANEL, SIMULATE, TAKE_OPTIONS, command_line, help_text, of
 
-# each front end's own flags, beside the take's options
+# each front end's own flags, beside the take's options (--force: engine.options.add_force,
+# which `sinew bake` hands on to the batch script)
 OWN_FLAGS = {
-    SIMULATE: {"-h", "--help", "--rig", "--out", "--no-plots", "--json"},
-    "sinew bake": {"-h", "--help", "--armature", "--out", "--blender", "--json"},
-    "batch script": {"-h", "--help", "--scene", "--armature", "--out", "--json"},
+    SIMULATE: {"-h", "--help", "--rig", "--out", "--force", "--no-plots", "--json"},
+    "sinew bake": {"-h", "--help", "--armature", "--out", "--force", "--blender", "--json"},
+    "batch script": {"-h", "--help", "--scene", "--armature", "--out", "--force", "--json"},
 }
 REQUIRED = {SIMULATE: ["--clip", "w.bvh"],
             "sinew bake": ["s.blend", "--armature", "A", "--clip", "w.bvh", "--out", "o.blend"],
@@ -72,10 +73,10 @@ def test_every_command_line_has_the_schemas_defaults_help_and_checks(parsers):
                     a.type(text)
             if a.type is not None and o.runs_with is not None:
                 assert a.type(str(o.runs_with)) == o.runs_with, (where, o.name)
-    # `sinew bake` and the batch script it runs have one set of take options
+    # `sinew bake` and the batch script it runs have one set of take options, --out and --force
     _, bake = parsers["sinew bake"]
     _, batch = parsers["batch script"]
-    flags = {o.flag for o in of(BAKE)}
+    flags = {o.flag for o in of(BAKE)} | {"--out", "--force"}
     assert [(a.option_strings, a.help, a.default) for a in bake._actions if set(a.option_strings) & flags] == \
         [(a.option_strings, a.help, a.default) for a in batch._actions if set(a.option_strings) & flags]
 

@@ -114,6 +114,65 @@ def test_heading_goals_start_straight_on():
             parse_heading(bad)
 
 
+def test_goals_checked_before_a_take_are_not_checked_again(rig, monkeypatch):
+    """Issue 46: each input checked once. The Blender add-on checks a take's heading goals
+    with its policy and length before its job starts (blender_addon/prepare.py) and the take
+    receives them: checked with the same options and policy for a take as long, they come
+    back as they are, through engine.take.simulate too. Another length, policy or mode, or a
+    goal added since, is checked again."""
+    from types import SimpleNamespace
+
+    import engine.control.goals as goals_mod
+    from engine.take import simulate
+
+    steer = SimpleNamespace(speed_range=(0.0, 3.0), has_task=True, path=None)  # a policy with a heading task
+    checked = check_policy_options("policy", "heading", None, [Goal(1.0, 90.0, 1.2)], 2.0, steer)
+    assert checked == [Goal(0.0, 0.0, 1.2), Goal(1.0, 90.0, 1.2)]
+
+    def again(policy):
+        raise AssertionError("goals checked a second time")
+
+    with monkeypatch.context() as m:
+        m.setattr(goals_mod, "check_heading_policy", again)
+        for seconds in (2.0, 3.0, None):  # the same take, a longer one, one of no known length
+            assert check_policy_options("policy", "heading", None, checked, seconds, steer) is checked
+    with pytest.raises(ParameterError, match="inside the take"):
+        check_policy_options("policy", "heading", None, checked, 1.0, steer)  # a shorter take
+    slow = SimpleNamespace(speed_range=(0.0, 1.0), has_task=True, path=None)
+    with pytest.raises(ParameterError, match="--speed"):
+        check_policy_options("policy", "heading", None, checked, 2.0, slow)  # another policy
+    with pytest.raises(ParameterError, match="needs --mode heading"):
+        check_policy_options("policy", "generate", None, checked, 2.0, steer)  # another mode
+    checked.append(Goal(5.0, 0.0, 1.2))  # added since
+    with pytest.raises(ParameterError, match="inside the take"):
+        check_policy_options("policy", "heading", None, checked, 2.0, steer)
+
+    stand = load_policy(STAND_POLICY)
+    prepared = check_policy_options("policy", "generate", 0.0, [], 0.5, stand)
+    passed = []
+    real = goals_mod.check_policy_options
+
+    def spy(*args):
+        out = real(*args)
+        passed.append(out is args[3])
+        return out
+
+    monkeypatch.setattr(goals_mod, "check_policy_options", spy)
+    take = simulate(rig, [(WALK, 0.5)], controller="policy", policy=stand, mode="generate", noise_scale=0.0,
+                    goals=prepared, fps=30, progress=lambda f: None)
+    assert passed == [True]  # the take's one look at them handed them back as they were
+    assert take.meta["policy"]["mode"] == "generate" and take.meta["policy"]["goals"] == []
+
+
+def test_the_addons_job_hands_its_checked_goals_on_as_they_are(addon):
+    """The add-on's SimulationJob keeps prepare's checked goals (a copy would be checked again)."""
+    import importlib
+
+    goals = importlib.import_module(f"{addon}.engine.control.goals")  # the package's own engine
+    checked = goals.check_policy_options("policy", "heading", None, [goals.Goal(1.0, 90.0)], 2.0)
+    assert importlib.import_module(f"{addon}.job").SimulationJob([], 30, goals=checked).goals is checked
+
+
 def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "engine", "simulate", *args], cwd=REPO, capture_output=True,
                           text=True, timeout=300, env=dict(__import__("os").environ, OPENBLAS_NUM_THREADS="1"))

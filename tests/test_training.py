@@ -2,7 +2,6 @@
 torch policy, resume is exact, and the tiny config runs train -> export -> simulate."""
 import csv
 import json
-import shutil
 import subprocess
 import sys
 
@@ -124,9 +123,85 @@ def test_train_resume_reads_the_checkpoint_once(tmp_path, monkeypatch):
     loads = []
     real = torch.load
     monkeypatch.setattr(torch, "load", lambda *a, **k: loads.append(a[0]) or real(*a, **k))
-    args = argparse.Namespace(config=None, out=str(run), resume=True, iterations=1, workers=None, json=False)
+    args = argparse.Namespace(config=None, out=str(run), resume=True, iterations=1, workers=None, json=False,
+                              force=False)
     assert cmd_train(args) == 0
     assert len(loads) == 1, loads
+
+
+def test_force_replaces_a_run_and_a_file_of_another_kind(tmp_path, capsys):
+    """Issue 46: `sinew train` into a folder that holds a run is refused, naming --force, which
+    replaces the run: its own files go first, the folder's others stay. `export-policy` over a
+    reference likewise, which --force replaces with the policy."""
+    import re
+
+    from engine.commands.main import main
+    from engine.control.policy import load_policy
+    from engine.motion import reference
+    from engine.npzfile import write_npz
+    from training.trainer import load_checkpoint
+
+    config = tmp_path / "one.toml"  # tiny, one iteration, no task, no evaluation, in this process
+    text = (REPO / "training" / "configs" / "tiny.toml").read_text().split("[task]")[0]
+    for key, value in (("iterations", 1), ("eval_every", 0), ("workers", 0)):
+        text = re.sub(rf"(?m)^{key} = .*$", f"{key} = {value}", text)
+    config.write_text(text)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint.pt").write_bytes(b"an older run")
+    (run / "log.csv").write_text("older,rows\n")
+    (run / "notes.txt").write_text("mine\n")
+    argv = ["train", "--config", str(config), "--out", str(run)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "already holds a run (checkpoint.pt, log.csv)" in err[0], err
+    assert err[0].endswith("or --force to replace it"), err
+    assert main(argv + ["--force"]) == 0
+    assert load_checkpoint(run)["iteration"] == 1 and "older" not in (run / "log.csv").read_text()
+    assert (run / "notes.txt").read_text() == "mine\n"
+    ref = write_npz(tmp_path / "walk_ref.npz", reference.FORMAT, reference.FORMAT_VERSION, {}, {})
+    assert main(["export-policy", str(run), "--out", str(ref)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds a Sinew reference" in err[0] and err[0].endswith("--force to replace it"), err
+    assert main(["export-policy", str(run), "--out", str(ref), "--force"]) == 0
+    assert load_policy(ref).meta["training"]["iterations"] == 1
+
+
+def test_the_documented_heading_example_adds_the_task_to_a_run(tmp_path, monkeypatch, capsys):
+    """Issue 46: the example in train's --help and CLI.md, `sinew train --config heading --out
+    RUN --resume`, ended in "list at least one clip": heading.toml lists none, as the run it
+    adds to keeps its own. It now adds the heading task to the run (its steps stubbed here: the
+    config asks 2000); without --resume the config says how it is used."""
+    import shlex
+    from dataclasses import asdict
+
+    from engine.commands.main import main
+    from engine.errors import ParameterError
+    from training.commands import EPILOG_TRAIN
+    from training.config import load_config
+    from training.trainer import Trainer, load_checkpoint
+
+    line = next(ln for ln in EPILOG_TRAIN.splitlines() if "--config heading" in ln)
+    assert line in (REPO / "CLI.md").read_text()
+    words = shlex.split(line.split("#")[0])
+    assert words[:2] == ["sinew", "train"] and "--resume" in words
+    with pytest.raises(ParameterError, match="clips.*--resume"):  # a new run needs clips
+        load_config("heading")
+    heading = load_config("heading", resume=True).task
+    run = tmp_path / "run"
+    Trainer(_tiny(workers=0, eval_every=0, iterations=1), run).train(1)
+    steps = []
+
+    def train_task(tr, iterations):
+        steps.append((tr.iteration, iterations, tr.cfg.task))
+        tr.task_iteration = iterations
+
+    monkeypatch.setattr("training.task.train_task", train_task)
+    assert main([str(run) if w == "runs/walk" else w for w in words[1:]]) == 0, capsys.readouterr().err
+    assert steps == [(1, heading.iterations, heading)]  # no more VAE iterations, the config's task
+    ck = load_checkpoint(run)
+    assert (ck["iteration"], ck["task_iteration"]) == (1, heading.iterations) and ck["task"] is not None
+    assert ck["config"]["task"] == asdict(heading)
 
 
 def test_checkpoint_refuses_other_files(tmp_path):

@@ -27,8 +27,9 @@ only `train` and `export-policy` import torch (they come from the training packa
 the entry points "sinew.commands"), only `bake` runs Blender. Bad input ends a command with one
 line naming the file, flag or value at fault and exit status 2; nothing a user gives is
 written over (an output that is one of the inputs, or of another kind than the command
-writes, is refused). With `--json`, a command prints one JSON object, its summary, as the last
-line of stdout.
+writes, is refused). Every command that writes takes `--force`, which replaces an output of
+another kind, never an input; its own earlier output a command replaces anyway. With `--json`,
+a command prints one JSON object, its summary, as the last line of stdout.
 """
 
 

@@ -44,6 +44,8 @@ normalisation statistics and the networks' weights; the engine loads it without 
 
 
 def add_train_parser(subparsers) -> argparse.ArgumentParser:
+    from engine.options import add_force
+
     p = subparsers.add_parser("train", help="train a MuscleVAE policy (torch)",
                               description="Train a MuscleVAE policy (MuscleVAE Algorithm 1): rollouts in "
                               "the simulator, a learned world model, prior/posterior/policy trained "
@@ -53,6 +55,8 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--config", help="TOML config path or name in training/configs (required unless --resume)")
     p.add_argument("--out", default=None, help="run folder (default runs/<config name>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    add_force(p, "a run already in --out is continued with --resume, and replaced only with --force, which "
+                 "removes its checkpoint, log, curves, config and labels first")
     p.add_argument("--iterations", type=int, default=None, help="total iterations to reach (overrides the config)")
     p.add_argument("--workers", type=int, default=None, help="rollout worker processes (0 = in this process)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON on the last line")
@@ -61,12 +65,15 @@ def add_train_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def add_export_parser(subparsers) -> argparse.ArgumentParser:
+    from engine.options import add_force
+
     p = subparsers.add_parser("export-policy", help="write a trained policy as a .npz the engine runs",
                               description="Export a training run (or checkpoint) to a versioned policy "
                               ".npz for the numpy PolicyController.", epilog=EPILOG_EXPORT,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run", help="run folder or checkpoint.pt")
     p.add_argument("--out", required=True, help="policy file to write (.npz)")
+    add_force(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON on the last line")
     p.set_defaults(func=cmd_export)
     return p
@@ -99,9 +106,12 @@ def _train(args, stop) -> int:
         raise ParameterError("iterations", f"must be >= 0, got {args.iterations}")
     if args.workers is not None and args.workers < 0:
         raise ParameterError("workers", f"must be >= 0, got {args.workers}")
-    cfg = load_config(args.config, motion_dir) if args.config else None  # ${shared_motion}: found on use
+    # ${shared_motion}: found on use; on --resume the run keeps its own clips (heading.toml lists none)
+    cfg = load_config(args.config, motion_dir, resume=args.resume) if args.config else None
     if not args.resume and cfg is None:
         raise ParameterError("config", "give --config (or --resume with --out)")
+    if args.resume and args.force:
+        raise ParameterError("force", "replaces the run in --out, which --resume continues: give one of them")
     if args.resume and not (args.out and Path(args.out).is_dir()):  # before check_out_dir creates it
         raise ParameterError("resume", f"no run in {args.out or '(no --out given)'}: give --out the folder of the run to continue")
     out = check_out_dir(Path(args.out) if args.out else Path("runs") / (cfg.name if cfg else "run"))
@@ -111,9 +121,13 @@ def _train(args, stop) -> int:
 
     if args.resume and not (out / CHECKPOINT).is_file():
         raise ParameterError("resume", f"no checkpoint in {out}; train it first")
-    if not args.resume and (out / CHECKPOINT).exists():
-        raise ParameterError("out", f"{out} already holds a run; use --resume or another --out")
+    older = [] if args.resume else _run_files(out)
+    if older and not args.force:
+        raise ParameterError("out", f"{out} already holds a run ({', '.join(f.name for f in older)}); use --resume, "
+                                    "another --out, or --force to replace it")
     ck = load_checkpoint(out) if args.resume else None  # read once (a model-based run's holds its replay buffer)
+    for f in older:  # --force: the run there goes (the folder's other files stay)
+        f.unlink()
     if (cfg is not None and cfg.dagger is not None) or (ck is not None and ck["config"].get("dagger")):
         return _train_dagger(args, cfg, out, stop, ck)
     if args.resume:
@@ -141,6 +155,15 @@ def _train(args, stop) -> int:
               file=sys.stderr)
         return stop.exit_code
     return 0
+
+
+def _run_files(out) -> list:
+    """The files of a run already in the folder `out`: what `sinew train` writes there."""
+    from .dagger import LABELS
+    from .log import LOG, PLOT
+    from .trainer import CHECKPOINT
+
+    return [out / name for name in (CHECKPOINT, LOG, PLOT, "config.json", LABELS) if (out / name).is_file()]
 
 
 def _train_dagger(args, cfg, out, stop, checkpoint=None) -> int:
@@ -173,7 +196,8 @@ def cmd_export(args) -> int:
 
     from .export import export_policy
 
-    check_out_npz(args.out, FORMAT, "policy")  # not over the run's checkpoint, config or log, nor a reference
+    # not over the run's checkpoint, config or log, nor (without --force) a reference
+    check_out_npz(args.out, FORMAT, "policy", inputs=[args.run], force=args.force)
     s = export_policy(args.run, args.out)
     _emit(s, args.json, [f"wrote {s['out']}: {s['parameters']} parameters, latent {s['latent_dim']}, "
                          f"rig {s['rig']}" + (", with heading policy" if s["has_task"] else "")])

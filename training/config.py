@@ -152,7 +152,10 @@ class TrainConfig:
     dagger: DaggerConfig | None = None
     path: str | None = None
 
-    def validate(self) -> "TrainConfig":
+    def validate(self, resume: bool = False) -> "TrainConfig":
+        """Each value checked, one ParameterError naming the first wrong one. `resume`: this
+        config adds to a run (`sinew train --resume`, as heading.toml does), which keeps its own
+        clips, so none need be listed here (Trainer.resume takes only the schedule and [task])."""
         _check_types(self)
         pos_int = ("buffer_size", "samples_per_iter", "chunks_per_iter", "wm_rollout", "vae_rollout",
                    "batch_size", "latent_dim", "experts", "threads", "checkpoint_every")
@@ -177,8 +180,9 @@ class TrainConfig:
             raise ParameterError("eval_early_s", f"must be > 0 seconds, got {self.eval_early_s!r}")
         if not (self.max_seconds >= 0):
             raise ParameterError("max_seconds", f"must be >= 0, got {self.max_seconds!r}")
-        if not self.clips:
-            raise ParameterError("clips", "list at least one clip (BVH or reference .npz)")
+        if not self.clips and not resume:
+            raise ParameterError("clips", "list at least one clip (BVH or reference .npz); a config without "
+                                 "clips adds to a run: --out RUN --resume")
         from engine.rig import valid_strength
 
         valid_strength(self.strength)
@@ -227,14 +231,14 @@ class TrainConfig:
                     raise ParameterError(f"dagger.{k}", f"must be >= 0, got {getattr(d, k)!r}")
             if not (0 <= d.beta_decay <= 1):
                 raise ParameterError("dagger.beta_decay", f"must be in [0, 1], got {d.beta_decay!r}")
-            if d.expert == "stand" and (len(self.clips) != 1 or split_hold(self.clips[0])[1] is None):
+            if d.expert == "stand" and not resume and (len(self.clips) != 1 or split_hold(self.clips[0])[1] is None):
                 raise ParameterError("clips", "a [dagger] run learns from the stand controller: give one clip "
                                      "with the pose to hold, as CLIP@SECONDS")
             if d.planners > 1 and d.expert != "balance":
                 raise ParameterError("dagger.planners", f"{d.planners}: averages balance planners; the {d.expert} "
                                      "expert is one controller (use 1)")
             if d.expert == "balance":
-                if len(self.clips) != 1:
+                if len(self.clips) != 1 and not resume:
                     raise ParameterError("clips", "a [dagger] run with the balance expert tracks one clip (looped)")
                 if d.period != 1:
                     raise ParameterError("dagger.period", "the balance planner decides every physics step: period 1")
@@ -283,11 +287,12 @@ def _build(cls, table: dict, where: str):
     return cls(**table)
 
 
-def load_config(path, motion_dir=None) -> TrainConfig:
+def load_config(path, motion_dir=None, resume: bool = False) -> TrainConfig:
     """Read a TOML config; clip paths are relative to the config file's folder (or absolute);
     the token ${shared_motion} stands for `motion_dir`, the reference motion folder (a path,
     or a function that finds it, called only when a clip names the token; `sinew train`
-    passes engine/commands/sample_data.py's)."""
+    passes engine/commands/sample_data.py's). `resume`: the config adds to a run, which
+    keeps its own clips (TrainConfig.validate)."""
     p = Path(path)
     if not p.is_file():
         alt = CONFIG_DIR / f"{path}.toml"
@@ -329,7 +334,7 @@ def load_config(path, motion_dir=None) -> TrainConfig:
     if dagger is not None:
         cfg.dagger = _build(DaggerConfig, dagger, str(p) + " [dagger]")
     cfg.path = str(p)
-    return cfg.validate()
+    return cfg.validate(resume)
 
 
 def config_from_dict(d: dict) -> TrainConfig:

@@ -52,6 +52,11 @@ def train_task(trainer, iterations: int) -> None:
     from .log import LOG_COLUMNS
 
     m, tc = trainer.model, trainer.cfg.task
+    if not len(trainer.buffer.valid_starts(1)):  # a fresh run with --iterations 0 once ended in numpy's ValueError
+        from engine.errors import SinewError
+
+        raise SinewError("the heading task learns from the run's rollouts, and there are none yet: train at least "
+                         "one iteration first")
     for p in list(m.vae.parameters()) + list(m.wm.parameters()):
         p.requires_grad_(False)
     try:

@@ -16,10 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..atomic import check_out_file
+from ..atomic import check_out_file, held_not_blend
 from ..errors import SinewError
 from ..interrupt import forward_signals
-from ..options import BAKE, add_arguments, command_line
+from ..options import BAKE, add_arguments, add_force, command_line
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "sinew_bake.py"
 
@@ -33,7 +33,8 @@ def cmd_bake(args, extra: list[str] | None = None) -> int:
         print(f"sinew bake: error: {scene}: not a Blender scene (expected a .blend file)", file=sys.stderr)
         return 2
     try:
-        check_out_file(args.out, suffixes=(".blend",), inputs=[scene])  # the user's scene is never rewritten
+        # the user's scene is never rewritten; a file not a .blend only with --force
+        check_out_file(args.out, suffixes=(".blend",), inputs=[scene], held=held_not_blend, force=args.force)
         from ..take import check_policy_given
 
         check_policy_given(args.controller, args.policy)  # before Blender starts, as the batch script would
@@ -44,6 +45,8 @@ def cmd_bake(args, extra: list[str] | None = None) -> int:
         print(f"sinew bake: error: {SCRIPT}: batch script not found (a source checkout is needed)", file=sys.stderr)
         return 2
     passthrough = ["--armature", args.armature, "--out", args.out, *command_line(args, BAKE)]
+    if args.force:
+        passthrough.append("--force")
     blender = args.blender or os.environ.get("BLENDER") or shutil.which("blender")
     if blender:
         cmd = [blender, "-b", str(scene), "--python-exit-code", "2", "-P", str(SCRIPT), "--", *passthrough]
@@ -101,6 +104,7 @@ def add_bake_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("scene", help="the .blend holding the armature")
     p.add_argument("--armature", required=True, help="name of the armature object to bake onto")
     p.add_argument("--out", required=True, help="the .blend to write (never the scene itself)")
+    add_force(p)
     add_arguments(p, BAKE)  # the take's options (engine/options.py), handed on to the batch script as given
     p.add_argument("--blender", help="Blender executable (default: $BLENDER or `blender` on PATH)")
     p.add_argument("--json", action="store_true", help="print the JSON summary as the last line of stdout")

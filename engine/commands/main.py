@@ -8,7 +8,7 @@ import sys
 from ..atomic import FIGURE_SUFFIXES, check_out_dir, check_out_file, write_text
 from ..errors import SinewError
 from ..interrupt import stopped_line
-from ..options import OneLineParser, number
+from ..options import OneLineParser, add_force, number
 
 EPILOG_INFO = """examples:
   sinew info
@@ -226,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", type=number("--scale", 0.0), default=1.0, help="fatigue scale multiplying F and R (default 1)")
     p.add_argument("--hz", type=number("--hz", positive=True), default=120.0, help="update rate (default 120, the physics rate)")
     p.add_argument("--out", default="fatigue_curve.png", help="figure to write, .png, .pdf or .svg (default fatigue_curve.png)")
+    add_force(p)
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     p.set_defaults(func=cmd_fatigue_curve)
 
@@ -252,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rehold", type=number("--rehold", 0.0), default=60.0, help="seconds of the second hold (default 60)")
     p.add_argument("--rig", default="human284", help="rig name or path (default: human284)")
     p.add_argument("--out", default="arm_hold", help="output folder (default ./arm_hold)")
+    add_force(p)
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     p.set_defaults(func=cmd_arm_hold)
 

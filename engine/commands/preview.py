@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from ..errors import InputFileError, ParameterError
-from ..options import number
+from ..options import add_force, number
 
 EPILOG_PREVIEW = """examples:
   sinew preview walk_ref.npz --out walk_sheet.png
@@ -86,6 +86,7 @@ def add_preview_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("reference", metavar="REF.npz|TAKE", help="reference written by `sinew retarget`, or a take")
     p.add_argument("--out", default="sheet.png", help="picture to write (default sheet.png); a take also "
                    "as a video: .gif, or .mp4 where ffmpeg is installed")
+    add_force(p)
     p.add_argument("--frames", type=number("--frames", 1, 40, integer=True), default=8, help="frames to show (default 8)")
     p.add_argument("--no-muscles", action="store_true", help="draw the skeleton only")
     p.add_argument("--rig", default=None, help="rig name or path (default: the one in the reference)")

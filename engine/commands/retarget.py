@@ -9,7 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..options import number
+from ..options import add_force, number
 
 EPILOG_RETARGET = """examples:
   sinew retarget walk.bvh --out walk_ref.npz
@@ -78,7 +78,8 @@ def cmd_retarget(args) -> int:
     clip = Path(args.clip)
     if clip.suffix.lower() != ".bvh":
         raise InputFileError(clip, "expected a .bvh file (armatures are retargeted from Blender)")
-    out = check_out_npz(Path(args.out) if args.out else Path(clip.stem + "_ref.npz"), FORMAT, "reference", inputs=[clip])
+    out = check_out_npz(Path(args.out) if args.out else Path(clip.stem + "_ref.npz"), FORMAT, "reference",
+                        inputs=[clip, args.map, args.rig], force=args.force)
     motion = read_bvh(clip, units=args.units, up=args.up)
     rig = load_rig(args.rig)
     rt = Retargeter.build(rig, motion.skeleton, preset=args.preset, mapping=args.map, motion=motion)
@@ -120,6 +121,7 @@ def add_retarget_parser(subparsers) -> argparse.ArgumentParser:
                    "the motion; skipped by default, and said so)")
     p.add_argument("--rig", default="human284", help="rig name or path (default: human284)")
     p.add_argument("--out", default=None, metavar="REF.npz", help="reference file to write (default: CLIP_ref.npz here)")
+    add_force(p)
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     p.set_defaults(func=cmd_retarget)
     return p

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import take_report
 from .. import take_notes
-from ..options import DEFAULT_FPS, SIMULATE, add_arguments
+from ..options import DEFAULT_FPS, SIMULATE, add_arguments, add_force
 
 EPILOG = """examples:
   sinew simulate --clip walk.bvh:60 --fatigue-scale 50 --out tired_walk/
@@ -86,6 +86,7 @@ def add_simulate_parser(subparsers) -> argparse.ArgumentParser:
     add_arguments(p, SIMULATE)  # the take's options (engine/options.py)
     p.add_argument("--rig", default="human284", help="rig name or path (default: human284)")
     p.add_argument("--out", default="take", help="output folder (default ./take)")
+    add_force(p)
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
     p.set_defaults(func=cmd_simulate)
@@ -119,8 +120,9 @@ def _simulate(args, stop) -> int:
     from ..control.plan import split_hold
     from ..errors import InputFileError, ParameterError
     from ..control.goals import goals_from_specs
+    from ..npzfile import check_out_npz
     from ..push import parse_push
-    from ..take import check_balance, check_pace, check_policy_given
+    from ..take import FORMAT as TAKE_FORMAT, check_balance, check_pace, check_policy_given
 
     # everything checked before any simulation work, one line each: the flags here, the take's
     # own options (fps, pushes, goals, clip lengths) once by engine.take.simulate
@@ -144,6 +146,8 @@ def _simulate(args, stop) -> int:
                              "use (a policy, --residual, --no-balance or --backend ode); leave it out")
     pace = check_pace(args.controller, args.pace)
     out = check_out_dir(args.out)
+    check_out_npz(out / "take.npz", TAKE_FORMAT, "take", inputs=[split_hold(p)[0] for p, _ in clips] +
+                  [args.policy, args.rig], force=args.force)  # a take replaces a take, not a reference
     if args.controller == "policy":
         if not Path(args.policy).is_file():
             raise InputFileError(args.policy, "policy file not found")

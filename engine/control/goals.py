@@ -72,12 +72,34 @@ def check_heading_policy(policy) -> None:
                              "`sinew train --config heading --out RUN --resume` and export it again")
 
 
+class CheckedGoals(list):
+    """check_policy_options's answer: the goals, checked with a controller, mode and noise
+    scale against a take's length and a loaded policy. Checked again with the same options and
+    the same policy for a take at least as long, unchanged since, they are handed back as they
+    are (the Blender add-on checks a take's goals before its job starts, and engine.take.simulate
+    receives them: the goals are checked once), as engine.push.CheckedPushes."""
+
+    def __init__(self, goals, options: tuple, seconds: float | None, policy):
+        super().__init__(goals)
+        self.checked = (tuple(goals), options, seconds, policy)
+
+    def holds_for(self, options: tuple, seconds: float | None, policy) -> bool:
+        goals, checked_options, checked_seconds, checked_policy = self.checked
+        longer = seconds is None or (checked_seconds is not None and checked_seconds <= seconds + 1e-9)
+        return tuple(self) == goals and options == checked_options and policy is checked_policy and longer
+
+
 def check_policy_options(controller: str, mode: str, noise_scale: float | None, goals, seconds: float | None = None,
-                         policy=None) -> list[Goal]:
+                         policy=None) -> CheckedGoals:
     """The goals sorted by time, after checking that the options fit together: a mode and
     noise only for the policy controller, goals only in heading mode, each goal's time inside
     the take (when `seconds` is known) and, given the loaded `policy` (a PolicyFile), its
-    speed inside what the policy's heading task was trained for and a heading task at all."""
+    speed inside what the policy's heading task was trained for and a heading task at all.
+    Goals this already checked with these options and policy for a take as long come back as
+    they are (CheckedGoals)."""
+    options = (controller, mode, noise_scale)
+    if isinstance(goals, CheckedGoals) and goals.holds_for(options, seconds, policy):
+        return goals
     speed_range = policy.speed_range if policy is not None else None
     goals = sorted((g if isinstance(g, Goal) else Goal(**g) for g in goals), key=lambda g: g.time)
     if mode not in MODES:
@@ -103,7 +125,7 @@ def check_policy_options(controller: str, mode: str, noise_scale: float | None, 
     if mode == "heading" and (not goals or goals[0].time > 0):  # straight on until the first goal
         speed = goals[0].speed if goals else DEFAULT_SPEED
         goals = [Goal(0.0, 0.0, speed)] + goals
-    return goals
+    return CheckedGoals(goals, options, seconds, policy)
 
 
 class GoalSchedule:

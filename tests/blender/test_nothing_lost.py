@@ -116,7 +116,7 @@ def test_ctrl_c_stops_a_batch_bake_and_bakes_what_was_simulated(sinew, fresh, tm
     scene_path = tmp_path / "scene.blend"
     bpy.ops.wm.save_as_mainfile(filepath=str(scene_path))
     out = tmp_path / "out.blend"
-    out.write_bytes(b"an older bake")
+    out.write_bytes(scene_path.read_bytes())  # an older bake: a .blend, which a bake replaces (no --force)
     p = subprocess.Popen([sys.executable, "-m", "engine", "bake", str(scene_path), "--armature", arm.name,
                           "--clip", f"{WALK}:60", "--out", str(out), "--json"], cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True, env=dict(os.environ))
