@@ -80,13 +80,13 @@ def test_a_policy_for_another_rig_is_refused_before_any_work(sinew, fresh, tmp_p
 
 def test_a_take_that_diverges_is_not_baked_and_says_where(sinew, fresh, monkeypatch):
     simulation = sub(sinew, "engine.simulation")
-    check = simulation.Simulation._check
+    check = simulation.Simulation.divergence
 
-    def strict(self, recording):  # the real divergence check, at a speed the walk exceeds
+    def strict(self):  # the real divergence check, at a speed the walk exceeds
         self.max_speed = 0.3
-        return check(self, recording)
+        return check(self)
 
-    monkeypatch.setattr(simulation.Simulation, "_check", strict)
+    monkeypatch.setattr(simulation.Simulation, "divergence", strict)
     arm, s = _setup(sinew)
     _fails_and_leaves_nothing(["simulation diverged at t = ", "speed", "nothing was baked"])
 
