@@ -67,6 +67,28 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class Checked(list):
+    """Items of a take's option, checked against `given` (what the check read: the rig's
+    bodies, the controller and mode) and a take's length. Checked again with the same given
+    for a take at least as long, unchanged since, they are handed back as they are: the
+    Blender add-on checks a take's pushes and goals before its job starts, and
+    engine.take.simulate receives them, so each is checked once (engine.push.CheckedPushes,
+    engine.control.goals.CheckedGoals)."""
+
+    def __init__(self, items, given: tuple, seconds: float | None):
+        super().__init__(items)
+        self.checked = (tuple(items), given, seconds)
+
+    def holds_for(self, given: tuple, seconds: float | None) -> bool:
+        items, checked_given, checked_seconds = self.checked
+        longer = seconds is None or (checked_seconds is not None and checked_seconds <= seconds + 1e-9)
+        return tuple(self) == items and self.same(given, checked_given) and longer
+
+    @staticmethod
+    def same(given: tuple, checked: tuple) -> bool:
+        return given == checked
+
+
 REPLACED_ANYWAY = "an earlier output of this command is replaced anyway, as re-running it does"
 
 

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .errors import ParameterError
+from .options import Checked
 
 DEFAULT_BODY = "Pelvis"
 SYNTAX = "TIME:FX,FY,FZ:SECONDS[:BODY]"
@@ -80,20 +81,9 @@ def as_push(p) -> Push:
                              "seconds and optionally body") from None
 
 
-class CheckedPushes(list):
-    """check_pushes's answer: Push objects checked against a rig's bodies and a take's length.
-    Checked again against the same bodies and a take at least as long, unchanged since, it is
-    handed back as it is (the Blender add-on checks a take's pushes before its job starts, and
-    engine.take.simulate receives them: each push is checked once)."""
-
-    def __init__(self, pushes, bodies: tuple, seconds: float | None):
-        super().__init__(pushes)
-        self.checked = (tuple(pushes), bodies, seconds)
-
-    def holds_for(self, bodies: tuple, seconds: float | None) -> bool:
-        pushes, checked_bodies, checked_seconds = self.checked
-        longer = seconds is None or (checked_seconds is not None and checked_seconds <= seconds + 1e-9)
-        return tuple(self) == pushes and bodies == checked_bodies and longer
+class CheckedPushes(Checked):
+    """check_pushes's answer: Push objects checked against a rig's bodies and a take's length,
+    handed back as they are when checked again (engine.options.Checked)."""
 
 
 def check_pushes(pushes, rig, seconds: float | None = None) -> CheckedPushes:

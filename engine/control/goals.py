@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..errors import ParameterError
+from ..options import Checked
 
 MODES = ("track", "generate", "heading")
 HEADING_SYNTAX = "TURN[@TIME]"
@@ -72,21 +73,14 @@ def check_heading_policy(policy) -> None:
                              "`sinew train --config heading --out RUN --resume` and export it again")
 
 
-class CheckedGoals(list):
-    """check_policy_options's answer: the goals, checked with a controller, mode and noise
-    scale against a take's length and a loaded policy. Checked again with the same options and
-    the same policy for a take at least as long, unchanged since, they are handed back as they
-    are (the Blender add-on checks a take's goals before its job starts, and engine.take.simulate
-    receives them: the goals are checked once), as engine.push.CheckedPushes."""
+class CheckedGoals(Checked):
+    """check_policy_options's answer: the goals, checked with a controller, mode, noise scale
+    and loaded policy against a take's length, handed back as they are when checked again
+    (engine.options.Checked)."""
 
-    def __init__(self, goals, options: tuple, seconds: float | None, policy):
-        super().__init__(goals)
-        self.checked = (tuple(goals), options, seconds, policy)
-
-    def holds_for(self, options: tuple, seconds: float | None, policy) -> bool:
-        goals, checked_options, checked_seconds, checked_policy = self.checked
-        longer = seconds is None or (checked_seconds is not None and checked_seconds <= seconds + 1e-9)
-        return tuple(self) == goals and options == checked_options and policy is checked_policy and longer
+    @staticmethod
+    def same(given: tuple, checked: tuple) -> bool:  # the policy by identity (its arrays do not compare)
+        return given[:-1] == checked[:-1] and given[-1] is checked[-1]
 
 
 def check_policy_options(controller: str, mode: str, noise_scale: float | None, goals, seconds: float | None = None,
@@ -97,8 +91,8 @@ def check_policy_options(controller: str, mode: str, noise_scale: float | None, 
     speed inside what the policy's heading task was trained for and a heading task at all.
     Goals this already checked with these options and policy for a take as long come back as
     they are (CheckedGoals)."""
-    options = (controller, mode, noise_scale)
-    if isinstance(goals, CheckedGoals) and goals.holds_for(options, seconds, policy):
+    given = (controller, mode, noise_scale, policy)
+    if isinstance(goals, CheckedGoals) and goals.holds_for(given, seconds):
         return goals
     speed_range = policy.speed_range if policy is not None else None
     goals = sorted((g if isinstance(g, Goal) else Goal(**g) for g in goals), key=lambda g: g.time)
@@ -125,7 +119,7 @@ def check_policy_options(controller: str, mode: str, noise_scale: float | None, 
     if mode == "heading" and (not goals or goals[0].time > 0):  # straight on until the first goal
         speed = goals[0].speed if goals else DEFAULT_SPEED
         goals = [Goal(0.0, 0.0, speed)] + goals
-    return CheckedGoals(goals, options, seconds, policy)
+    return CheckedGoals(goals, given, seconds)
 
 
 class GoalSchedule:
