@@ -7,7 +7,7 @@ import pytest
 from engine.errors import ParameterError
 from engine.motion import retarget
 from engine.motion.checks import describe
-from engine.transforms import axis_angle_to_quat, quat_multiply
+from engine.transforms import axis_angle_to_quat, quat_angle, quat_multiply
 
 from . import clips
 
@@ -57,6 +57,52 @@ def test_a_bad_frame_is_repaired_and_said(rig, fps):
     knee = rig.q_start[rig.body_index("TibiaR")]
     assert abs(ref.q[i, knee] - clean.q[i, knee]) < np.radians(10)  # near the clean clip's knee
     assert clean.meta["repaired"] == []
+
+
+def _repeated(m, frames):
+    """m with each of `frames` written as the frame before it again (a lost capture sample)."""
+    idx = np.arange(m.num_frames)
+    for k in frames:
+        idx[k] = idx[k - 1]
+    return m.frames(idx)
+
+
+def test_repeated_frames_are_interpolated_and_a_repeated_end_dropped(rig):
+    """A lost sample written again (every 7th frame, two in a row once) is interpolated over,
+    and the last frame written twice more is dropped, so the reference moves as the clean
+    clip's does; the report says so. Repeated frames at the start (a calibration pose) and a
+    pose held for longer are left as they are."""
+    from engine.motion.cleanup import describe as repaired, repair_held
+
+    walk = clips.loop(clips.bundled("walk"), 2)
+    F = walk.num_frames
+    # (not across the loop's seam at 132, where the tiled walk jumps)
+    lost = sorted([k for k in range(6, F - 10, 7) if abs(k - 132) > 2] + [98])  # 97 and 98 repeat 96
+    bad = _repeated(walk.frames(np.r_[np.arange(F), F - 1, F - 1]), lost)
+    ref, clean = retarget(bad, rig)[0], retarget(walk, rig)[0]
+    fixed = ref.meta["repaired"]
+    assert [(r["kind"], r["frames"]) for r in fixed if r["frames"] > 1] == [("held", 2), ("end", 2)]
+    assert sum(r["frames"] for r in fixed if r["kind"] == "held") == len(lost)
+    assert repaired(fixed).startswith(f"{len(lost)} repeated frames interpolated over") and \
+        repaired(fixed).endswith("2 repeated last frames dropped")
+    assert ref.num_frames == clean.num_frames
+    # the slerp between neighbours lands near the lost pose: a fifth of the held frame's error
+    fixed_src, _ = repair_held(bad)
+    err = [quat_angle(m.rotations[lost], walk.rotations[lost]).mean() for m in (fixed_src, bad)]
+    assert err[0] < 0.2 * err[1]
+    np.testing.assert_allclose(ref.qvel[-1, :2], clean.qvel[-1, :2], atol=0.02)  # the clip's last velocity
+    # a calibration pose held at the start, and a pose held on purpose, are left
+    for still in (clips.insert_pose(walk, "T", frames=3), clips.hold(walk, 10, 40)):
+        assert repair_held(still) == (still, [])
+
+
+def test_a_real_captures_repeated_last_frames_are_dropped():
+    from engine.motion.cleanup import repair_held
+
+    kick = clips.bundled("kick")  # its last two frames repeat the third-last
+    fixed, found = repair_held(kick)
+    assert found == [dict(bone="all frames", first_s=round(229 / 120, 4), frames=2, kind="end")]
+    assert fixed.num_frames == kick.num_frames - 2
 
 
 def test_a_knee_thrown_for_longer_is_named_with_its_joint_and_time(rig):

@@ -8,6 +8,14 @@ bone, at most SPIKE_S long (and MAX_SPIKE_FRAMES), that jumps away from the fram
 faster than SPIKE_SPEED (or by more than SPIKE_STEP_DEG in one frame, at low frame rates) and
 comes back: the frame after the run is within RETURN_SHARE of the jump of the frame before it. Its frames are replaced by the slerp between the frames around them. Root
 translations are treated alike (a jump faster than SPIKE_ROOT_SPEED that comes back).
+
+A capture's lost sample is also written as the frame before it again (the MASS kick's last
+two frames repeat its third-last): every channel the same while the clip moves around it, the
+body stops dead for a frame and then moves twice as far. A clip that loops or starts a take
+takes its velocity from its ends, so a repeated last frame closes the loop a frame's step
+short. `repair_held` replaces such a run of at most MAX_HELD frames inside the clip by the
+slerp between its neighbours and drops one at the end. Repeated frames at the start are left
+(a calibration pose holds still there), and so is a longer run (a pose held on purpose).
 """
 from __future__ import annotations
 
@@ -21,6 +29,7 @@ SPIKE_STEP_DEG = 35.0  # deg in one frame, out and back, is a spike at any frame
 SPIKE_ROOT_SPEED = 20.0  # m/s
 SPIKE_S, MAX_SPIKE_FRAMES = 0.025, 3
 RETURN_SHARE = 0.5
+MAX_HELD = 3  # frames: a run of repeated frames this short, in a moving clip, is lost samples
 
 
 def _spikes(jump: np.ndarray, back: dict, limit: float, longest: int) -> list[tuple[int, int]]:
@@ -76,10 +85,77 @@ def repair_spikes(motion: SourceMotion, bones=None) -> tuple[SourceMotion, list[
     return fixed, sorted(found, key=lambda f: f["first_s"])
 
 
+def _same(motion: SourceMotion) -> np.ndarray:
+    """(F - 1,) whether frame t + 1 repeats frame t exactly, in every channel."""
+    rot, root = motion.rotations, motion.root_translation
+    same = np.all(rot[1:] == rot[:-1], axis=(1, 2)) & np.all(root[1:] == root[:-1], axis=1)
+    if motion.local_translations is not None:
+        same &= np.all(motion.local_translations[1:] == motion.local_translations[:-1], axis=(1, 2))
+    return same
+
+
+def repair_held(motion: SourceMotion) -> tuple[SourceMotion, list[dict]]:
+    """`motion` with its repeated frames (module doc) interpolated over, or dropped at its end,
+    and what was done: one dict per run, bone "all frames", first_s, frames, kind "held" or
+    "end"."""
+    F = motion.num_frames
+    if F < 3:
+        return motion, []
+    same = _same(motion)
+    if not same.any():
+        return motion, []
+    dt = motion.frame_time
+    rot, root = motion.rotations.copy(), motion.root_translation.copy()
+    local = None if motion.local_translations is None else motion.local_translations.copy()
+    found, keep, t = [], F, 1
+    while t < F:
+        if not same[t - 1]:
+            t += 1
+            continue
+        a = t  # frames a..b repeat frame a - 1
+        while t < F and same[t - 1]:
+            t += 1
+        b = t - 1
+        n = b - a + 1
+        # the clip moves into the run (a run at the start, or one the clip rests in, is a pose)
+        if a < 2 or same[a - 2] or n > MAX_HELD:
+            continue
+        if b == F - 1:
+            keep = a
+            found.append(dict(bone="all frames", first_s=round(a * dt, 4), frames=n, kind="end"))
+            continue
+        w = (np.arange(a, b + 1) - (a - 1)) / (n + 1)
+        rot[a:b + 1] = quat_slerp(np.repeat(rot[a - 1:a], n, 0), np.repeat(rot[b + 1:b + 2], n, 0), w[:, None])
+        root[a:b + 1] = (1 - w[:, None]) * root[a - 1] + w[:, None] * root[b + 1]
+        if local is not None:
+            local[a:b + 1] = (1 - w[:, None, None]) * local[a - 1] + w[:, None, None] * local[b + 1]
+        found.append(dict(bone="all frames", first_s=round(a * dt, 4), frames=n, kind="held"))
+    if not found:
+        return motion, []
+    fixed = SourceMotion(motion.skeleton, rot[:keep], root[:keep], dt, None if local is None else local[:keep])
+    return fixed, found
+
+
 def describe(repairs: list[dict] | None) -> str:
-    """One line on what repair_spikes replaced, or ''."""
+    """One line on what repair_spikes and repair_held replaced, or ''."""
     if not repairs:
         return ""
+    held = [r for r in repairs if r.get("kind") in ("held", "end")]
+    repairs = [r for r in repairs if r not in held]
+    line = ""
+    if held:
+        inside = sum(r["frames"] for r in held if r["kind"] == "held")
+        end = sum(r["frames"] for r in held if r["kind"] == "end")
+        parts = ([f"{inside} repeated frame{'s' if inside != 1 else ''} interpolated over (a lost sample "
+                  f"written again, or a pose held on twos; the first at {held[0]['first_s']:.2f} s)"] if inside else []) + \
+                ([f"{end} repeated last frame{'s' if end != 1 else ''} dropped"] if end else [])
+        line = "; ".join(parts)
+    if not repairs:
+        return line
+    return _describe_spikes(repairs) + (f"; {line}" if line else "")
+
+
+def _describe_spikes(repairs: list[dict]) -> str:
     frames = sum(r["frames"] for r in repairs)
     first = repairs[0]
     more = f" and {len(repairs) - 1} more" if len(repairs) > 1 else ""

@@ -46,7 +46,7 @@ from ..transforms import (
 )
 from .calibration import Calibration, detect_calibration, skip_frames
 from .checks import check_reference
-from .cleanup import repair_spikes
+from .cleanup import repair_held, repair_spikes
 from .limits import within_range
 from .presets import resolve_mapping
 from .reference import Reference, foot_tracks, motion_metrics
@@ -445,7 +445,9 @@ class Retargeter:
         cal = self.calibration(motion)
         if not keep_calibration:
             motion = skip_frames(motion, cal.frames)
+        motion, held = repair_held(motion)
         motion, repaired = repair_spikes(motion)
+        repaired = sorted(repaired + held, key=lambda r: r["first_s"])
         if abs(motion.fps - fps) > 1e-6 * fps:
             motion = motion.resample(fps)
         W, hips = self.source_fk(motion)
