@@ -442,7 +442,7 @@ def _yaw_fitted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @needs_mass
-@pytest.mark.parametrize("clip,mean_cm,stance", [(WALK, 2.0, 0.1), (RUN, 3.0, 0.05)])
+@pytest.mark.parametrize("clip,mean_cm,stance", [(WALK, 2.5, 0.1), (RUN, 3.0, 0.05)])
 def test_joint_axes_along_the_bones_give_the_same_model_trajectory(rig, tmp_path, clip, mean_cm, stance):
     """A second public mocap library writes every joint with position channels, rotations in
     ZXY order and joint axes along the bones, so its zero rotations lay the skeleton out in a
@@ -450,8 +450,10 @@ def test_joint_axes_along_the_bones_give_the_same_model_trajectory(rig, tmp_path
     the feet turned sideways and the limbs twisted, and every take diverged at its first step.
     The same motion written that way (tests/clips.py bone_aligned) retargets to the model
     trajectory of the original: bodies within `mean_cm` on average of where the original
-    puts them (measured 1.1 and 1.8 cm; the run's chosen frame faces 13 deg off its rest,
-    which turns the take as a whole), feet on the floor in stance (the sprint lands on its
+    puts them (measured 2.2 and 2.1 cm; the run's chosen frame faces 13 deg off its rest,
+    which turns the take as a whole; the neck and collarbones are taken as neutral in the
+    chosen frame, which MASS's own, built as the model's, are not quite: 1.1 and 1.8 cm when
+    aimed, but other libraries' differ from the model's by 20-33 deg), feet on the floor in stance (the sprint lands on its
     forefoot, planted 7-8 frames a step in the original and 4-6 here: its flattest stance frame
     is not flat), and back onto its own skeleton without the clip, from the pose the reference
     records."""
@@ -520,3 +522,27 @@ def test_a_cmu_walk_keeps_its_shoulders_and_arms_where_a_body_can_hold_them(rig)
         assert _angle_deg(clavicle, np.array([1.0, 0, 0, 0])).max() < 5.0
     take = simulate(rig, [(clips.MOCAP_DIR / "cmu_07_01_walk.bvh", 0.5)], fatigue=FatigueParams(scale=0))
     assert take.meta["demands"][0]["unmet_joint_torque_Nm_mean"] < 60.0
+
+
+def test_a_cmu_clip_with_joint_axes_along_the_bones_keeps_its_trunk_and_shoulders(rig, tmp_path):
+    """The CMU run written as the second library writes it (bone axes, ZXY, position channels,
+    30 fps). CMU's neck and collarbones start where its upper spine ends: with position
+    channels they sit a rounding error apart in a random direction, and aimed at that the
+    copy's upper spine turned 170 deg (every frame past the model's range, the spine by up to
+    138 deg, the torso 147) and every take fell within 0.8 s; its collarbones, aimed as the
+    chosen frame holds them, shrugged 29 deg. Now its trunk, collarbones and arms are the
+    original's within a few degrees and no joint is far past its range."""
+    from engine.transforms import quat_angle
+
+    from . import clips
+
+    m = read_bvh(clips.MOCAP_DIR / "cmu_009_09_01.bvh")
+    path = tmp_path / "cmu_run_aligned.bvh"
+    write_bvh(path, clips.bone_aligned(clips.resample(m, 30)), channel_order="ZXY")
+    ref0, ref1 = retarget(m, rig)[0], retarget(read_bvh(path), rig)[0]
+    assert max((j["worst_deg"] for j in ref1.meta["limited"]), default=0.0) < 5.0  # (the spine 1.2 deg)
+    n = min(ref0.num_frames, ref1.num_frames) - 8  # 120 fps against 30 fps: the same times
+    for body in ("Spine", "Torso", "ShoulderR", "ShoulderL", "ArmR", "ArmL"):
+        b = rig.body_index(body)
+        off = np.degrees(quat_angle(ref0.local_rot[4:n, b], ref1.local_rot[4:n, b]))
+        assert off.mean() < 12.0, (body, off.mean())

@@ -55,7 +55,9 @@ from .standing import SourcePose, source_pose
 
 REFERENCE_FPS = 120.0
 TWIST_TRUST_DEG = 15.0  # a rest pose's limb twist is kept unless the clip's hinges say it is off by more
+DIRECTION_SHARE = 0.01  # of the leg's length: a bone shorter than this gives no direction to aim at
 NEUTRAL_SLACK_DEG = 2.0  # a rest pose's trunk or collarbone aimed further than this from its parent keeps the parent's
+FRAME_SLACK_DEG = 2.0
 STANCE_SPEED_MPS = 0.3  # a foot point slower than this (horizontally) is planted
 _CHUNK = 256  # frames per block when computing muscle lengths
 
@@ -64,6 +66,7 @@ _DIRECTION = {"Torso": ["Neck"], "TalusR": ["FootThumbR", "FootPinkyR"],
               "TalusL": ["FootThumbL", "FootPinkyL"]}
 _FEET = ("TalusR", "TalusL")
 _NEUTRAL = ("Spine", "Torso", "Neck", "Head", "ShoulderR", "ShoulderL")
+_FRAME_NEUTRAL = ("Neck", "Head", "ShoulderR", "ShoulderL")
 
 
 def _swing(u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -268,6 +271,10 @@ class Retargeter:
         if src_leg < 1e-6:
             raise ParameterError("skeleton", "the source's legs have zero length in the rest pose")
         scale = float(model_leg / src_leg)
+        # a source direction shorter than this tells nothing: joints that share a place (CMU's
+        # neck and collarbones start where its upper spine ends), written with position
+        # channels, sit a rounding error apart in a random direction
+        tiny = DIRECTION_SHARE * src_leg
 
         # Alignments.
         A = np.tile([1.0, 0, 0, 0], (B, 1))
@@ -277,7 +284,7 @@ class Retargeter:
         up_m = J[bi(upb)] - J[0]
         lat_s = P[src[bi("FemurL")]] - P[src[bi("FemurR")]]
         up_s = P[src[bi(upb)]] - P[src[0]]
-        if np.linalg.norm(up_s) < 1e-6:  # spine bone starts at the hips: use the neck side
+        if np.linalg.norm(up_s) < tiny:  # spine bone starts at the hips: use the neck side
             up_s = np.mean(P[[src[bi("ArmR")], src[bi("ArmL")]]], 0) - P[src[0]]
             up_m = np.mean(J[[bi("ArmR"), bi("ArmL")]], 0) - J[0]
         A[0] = matrix_to_quat(_frame(lat_s, up_s) @ _frame(lat_m, up_m).T)
@@ -295,8 +302,14 @@ class Retargeter:
                 return targets(ks[0])
             return []
 
-        sh = ["Shoulder", "Arm"][int(src[bi("ShoulderR")] < 0 or src[bi("ShoulderL")] < 0)]
-        lat_c = P[src[bi(f"{sh}L")]] - P[src[bi(f"{sh}R")]]  # the chest's left, in the turned pose
+        # the chest's left, in the turned pose: from the collarbones' heads, or the shoulders'
+        # where those meet (CMU's both start at the top of the spine: a line of no length, whose
+        # direction turned a bone-axes copy's chest 170 deg)
+        lat_c = P[src[bi("ArmL")]] - P[src[bi("ArmR")]]
+        if src[bi("ShoulderR")] >= 0 and src[bi("ShoulderL")] >= 0:
+            lat_sh = P[src[bi("ShoulderL")]] - P[src[bi("ShoulderR")]]
+            if np.linalg.norm(lat_sh[:2]) > 0.5 * np.linalg.norm(lat_c[:2]):
+                lat_c = lat_sh
         chest = _zturn(np.arctan2(lat_c[1], lat_c[0]))  # from the hips' facing (-Y) to the chest's
         for b in range(1, B):
             p = rig.body_parent[b]
@@ -331,7 +344,7 @@ class Retargeter:
                     d_m = J[[bi(f"FootThumb{rig.body_names[b][-1]}"), bi(f"FootPinky{rig.body_names[b][-1]}")]].mean(0) - J[b]
                     A[b] = _zturn(np.arctan2(d_s[1], d_s[0]) - np.arctan2(d_m[1], d_m[0]))
                 continue
-            if d_s is not None and np.linalg.norm(d_s) > 1e-6 and np.linalg.norm(d_m) > 1e-6:
+            if d_s is not None and np.linalg.norm(d_s) > tiny and np.linalg.norm(d_m) > 1e-6:
                 if pose.frame is not None and rig.body_names[b] in _CHEST:
                     # a clip's frame: the chest may face elsewhere than the hips (a run's
                     # counter-rotation); its forward side is kept forward of the shoulders'
@@ -347,14 +360,17 @@ class Retargeter:
                     hinged = matrix_to_quat(_frame2(d_s, n_s) @ _frame2(d_m, _model_bend(rig, b)).T)
                     if pose.frame is not None or np.degrees(quat_angle(hinged, A[b])) > TWIST_TRUST_DEG:
                         A[b] = hinged
-                if pose.frame is None and rig.body_names[b] in _NEUTRAL and \
-                        np.degrees(quat_angle(A[b], A[p])) > NEUTRAL_SLACK_DEG:
+                neutral, slack = (_NEUTRAL, NEUTRAL_SLACK_DEG) if pose.frame is None else (_FRAME_NEUTRAL, FRAME_SLACK_DEG)
+                if rig.body_names[b] in neutral and np.degrees(quat_angle(A[b], A[p])) > slack:
                     # Both rest poses hold the spine, neck and collarbones in their neutral
                     # place, but a skeleton built otherwise puts these joints elsewhere (CMU's
                     # collarbone line is 22 deg off the model's, its neck 23): aimed at one
                     # another they would shrug the model's shoulders and bow its head, so they
                     # keep their parent's alignment. (MASS's own are within 0.4 deg: aimed as
-                    # ever.) A frame of a clip is not neutral: aimed.
+                    # ever.) A frame of a clip bends its trunk as it moves: the spine is aimed
+                    # there; its neck and collarbones move little from their neutral place, less
+                    # than skeletons differ in where they put them (aimed, a bone-axes copy of
+                    # the CMU run shrugged its shoulders 29 deg and turned its head 32).
                     A[b] = A[p]
 
         height = float(np.ptp(P0[:, 2]))
