@@ -159,21 +159,17 @@ class SourceMotion:
         return quat_normalize(rot), pos
 
     def resample(self, fps: float) -> "SourceMotion":
-        """The motion at `fps` frames per second, from its first frame.
+        """The motion at `fps` frames per second; first and last frames are kept.
 
-        Samples lie at k / fps up to the last source frame: every interval is 1 / fps, and the
-        clip ends up to one output frame before the source does where its length is not a whole
-        number of output frames (a 25 or 50 fps capture at 120 fps). A last sample clamped to the
-        source's end would make a short last interval, and a clip's last velocity (where a loop
-        closes, and what a take starts from) a fraction of the real one. Rotations are slerped,
-        translations lerped.
+        Samples lie at k / fps; the last one is clamped to the last source frame, so the final
+        interval may be shorter than 1 / fps. Rotations are slerped, translations lerped.
         """
         fps = float(fps)
         if not np.isfinite(fps) or fps <= 0:
             raise ParameterError("fps", f"must be a positive number, got {fps}")
         end = self.times[-1]
-        n = int(np.floor(end * fps + 1e-6)) + 1
-        t = np.minimum(np.arange(n) / fps, end)  # (the minimum only absorbs rounding)
+        n = int(np.ceil(end * fps - 1e-6)) + 1
+        t = np.minimum(np.arange(n) / fps, end)
         i0, a = _bracket(t / self.frame_time, self.num_frames)
         i1 = np.minimum(i0 + 1, self.num_frames - 1)
         rot = quat_slerp(self.rotations[i0], self.rotations[i1], a[:, None])
