@@ -39,7 +39,7 @@ def test_test_clips_are_what_they_claim():
     assert "mixamorig:LeftUpLeg" in mixamo.skeleton.names and not any("RIGMESH" in n for n in mixamo.skeleton.names)
     assert np.allclose(clips.hand_heights(mixamo), h)
     assert "LeftUpLeg" in clips.rename(walk, "cmu").skeleton.names
-    assert clips.variant("walk", fps=30, pose="A", pose_frames=10).num_frames == 34 + 10
+    assert clips.variant("walk", fps=30, pose="A", pose_frames=10).num_frames == 33 + 10  # the 1.1 s walk at 30 fps: 33 frames
 
 
 # ---- detection --------------------------------------------------------------------------

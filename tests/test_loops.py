@@ -84,14 +84,16 @@ def test_a_clip_played_once_is_played_as_it_is(rig):
 
 
 def test_real_motion_with_no_seam_is_played_once_and_the_take_ends_with_it(rig):
-    """The MASS kick has no pair of frames close enough to loop: asked for 4 s (its own 1.9),
-    it plays once and its segment ends with it (a held last pose fell on the muscles), and the
-    note says so and how to hold the pose; chained before another clip, that clip follows it."""
-    ref = _ref(rig, clips.bundled("kick"))
-    plan = _plan(rig, ref, 4.0)
+    """The MASS dance has no pair of frames close enough to loop (its ends 19 deg apart, the
+    best pair 18): asked for 6 s (its own 3.2), it plays once and its segment ends with it (a
+    held last pose fell on the muscles), and the note says so and how to hold the pose;
+    chained before another clip, that clip follows it. (The kick's ends meet within 15 deg
+    once its repeated last frames are dropped: it loops whole.)"""
+    ref = _ref(rig, clips.bundled("dance"))
+    plan = _plan(rig, ref, 6.0)
     clip = plan.segments[0].clip
     assert clip.once and clip.loop["kind"] == "ended"
-    assert plan.total_steps == clip.frames == ref.num_frames and abs(ref.seconds - 1.9) < 0.1
+    assert plan.total_steps == clip.frames == ref.num_frames and abs(ref.seconds - 3.2) < 0.1
     note = clip.describe()
     assert "played once" in note and f"@{clip.seconds:.2f}:" in note
     q, v, a = plan.sample(plan.total_steps - 1)
@@ -99,5 +101,23 @@ def test_real_motion_with_no_seam_is_played_once_and_the_take_ends_with_it(rig):
     walk = _ref(rig, clips.bundled("walk"))
     from engine.control.plan import MotionPlan
 
-    chained = MotionPlan(rig, [(ref, 4.0, "kick"), (walk, 2.0, "walk")])
+    chained = MotionPlan(rig, [(ref, 6.0, "dance"), (walk, 2.0, "walk")])
     assert chained.segments[1].start == clip.frames and chained.total_steps == clip.frames + 240
+
+
+def test_a_cycle_written_at_60_fps_keeps_its_length_and_loops_whole(rig):
+    """The bundled run (66 frames at 120 fps, a 0.55 s cycle) written at 60 fps is 33 frames,
+    and retargeted back to 120 fps its 66 frames again: its last frame's interval is carried
+    on from the frame before, at every step the same 1/120 s (a last sample clamped to the
+    last 60 fps frame ran the clip's end at a fraction of its speed). Its ends then meet
+    within 14 deg, more than a cycle's 12 but the best seam it has: asked for longer, it loops
+    whole rather than playing once, at the run's own speed."""
+    run = clips.bundled("run")
+    ref = _ref(rig, clips.variant("run", fps=60))
+    assert ref.num_frames == run.num_frames == 66
+    plan = _plan(rig, ref, 3.0)
+    clip = plan.segments[0].clip
+    assert clip.loop["kind"] == "loop" and clip.loop["start_s"] == 0 and 12.0 < clip.loop["seam_deg"] <= 15.0
+    assert clip.describe().endswith("looped whole") and plan.total_steps == 360
+    speed = np.linalg.norm(np.array([plan.sample(k)[1][:2] for k in range(360)]), axis=1)
+    assert abs(speed.mean() - 5.4) < 0.2 and speed.min() > 4.0  # no stall where the loop closes

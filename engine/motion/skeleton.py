@@ -159,31 +159,34 @@ class SourceMotion:
         return quat_normalize(rot), pos
 
     def resample(self, fps: float) -> "SourceMotion":
-        """The motion at `fps` frames per second; first and last frames are kept.
+        """The motion at `fps` frames per second.
 
-        Samples lie at k / fps; the last one is clamped to the last source frame, so the final
-        interval may be shorter than 1 / fps. Rotations are slerped, translations lerped.
+        A clip of N frames at f fps lasts N / f seconds, each frame standing for the interval
+        up to the next, so a cycle keeps its length: the bundled run's 66 frames at 120 fps,
+        written at 60 fps as 33, come back as 66 and close their loop as before. Samples lie
+        at k / fps, every interval 1 / fps, for as many whole intervals as that length holds:
+        between source frames, rotations are slerped and translations lerped; after the last
+        source frame (inside its own interval, when going up in rate) they carry on at the
+        last source interval's rate. (A last sample clamped to the last source frame made a
+        short last interval whose velocity was a fraction of the clip's: a 30 fps copy of the
+        run ended at 1.2 m/s instead of 5.1, and the loop closing there started its take 1.4
+        m/s slow.)
         """
         fps = float(fps)
         if not np.isfinite(fps) or fps <= 0:
             raise ParameterError("fps", f"must be a positive number, got {fps}")
-        end = self.times[-1]
-        n = int(np.ceil(end * fps - 1e-6)) + 1
-        t = np.minimum(np.arange(n) / fps, end)
-        i0, a = _bracket(t / self.frame_time, self.num_frames)
-        i1 = np.minimum(i0 + 1, self.num_frames - 1)
+        F = self.num_frames
+        n = max(int(np.floor(F * fps * self.frame_time + 1e-6)), 1)
+        u = np.arange(n) / fps / self.frame_time  # in source frames
+        i0 = np.clip(np.floor(u + 1e-9).astype(np.int64), 0, max(F - 2, 0))
+        i1 = np.minimum(i0 + 1, F - 1)
+        a = np.maximum(u - i0, 0.0)  # above 1 only past the last source frame: carried on
         rot = quat_slerp(self.rotations[i0], self.rotations[i1], a[:, None])
         root = _lerp(self.root_translation[i0], self.root_translation[i1], a[:, None])
         local = self.local_translations
         if local is not None:
             local = _lerp(local[i0], local[i1], a[:, None, None])
         return SourceMotion(self.skeleton, rot, root, 1.0 / fps, local)
-
-
-def _bracket(u: np.ndarray, num_frames: int) -> tuple[np.ndarray, np.ndarray]:
-    """Integer frame below each fractional frame u, and the fraction past it."""
-    i0 = np.clip(np.floor(u + 1e-9).astype(np.int64), 0, max(num_frames - 2, 0))
-    return i0, np.clip(u - i0, 0.0, 1.0)
 
 
 def _lerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
