@@ -236,3 +236,17 @@ def test_a_mocap_like_walk_tracks_as_well_as_the_original(rig, tmp_path):
     err = [t.meta["summary"]["joint_err_deg_mean"] for t in takes]
     assert abs(err[1] - err[0]) <= 1.0, err
     assert takes[1].meta["clips"][0]["calibration"]["skipped"]
+
+
+@pytest.mark.parametrize("path", [clips.MOCAP_DIR / "mixamo_test_freebvh.bvh", clips.MOTION_DIR / "kick.bvh",
+                                  clips.MOTION_DIR / "dance.bvh"], ids=lambda p: p.stem)
+@pytest.mark.parametrize("pose", ["T", "A"])
+def test_an_easing_into_real_motion_is_cut_where_the_motion_begins(rig, path, pose):
+    """A held pose easing into a capture that is not a cycle: the Mixamo fixture walks a metre
+    and turns back, so its opening is unlike its second half, and the cut (where the easing
+    nears the second half) fell 0.7 s into its walk. The easing stops moving away from the
+    held pose where the motion begins: no cut goes past the inserted frames."""
+    m = read_bvh(path)
+    held, ease = max(4, int(round(0.15 / m.frame_time))), max(4, int(round(0.25 / m.frame_time)))
+    cal = _found(rig, clips.insert_pose(m, pose, held, ease))
+    assert held <= cal.frames <= held + ease, (cal.frames, held, ease)

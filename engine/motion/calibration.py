@@ -19,7 +19,8 @@ only where it is all of these, judged on the mapped bones at any frame rate:
     (the nearest is at least FAR_SHARE of the jump away), so the cut is not a fast move;
   - easing (no jump): the held pose is far from every frame of the clip's second half (at
     least max(JUMP_MIN_DEG, JUMP_FACTOR x ordinary)); the frames up to where the easing
-    comes within half that of the motion are skipped.
+    comes within half that of the motion are skipped, and never past where the easing ends
+    (it stops moving away from the held pose, or its pose change, past its peak, is least).
 
 Pose change is the root-mean-square over the bones of each bone's local rotation angle
 (2 acos |<q_a, q_b>|). The cut is searched in the first MAX_SECONDS, leaving at least
@@ -144,9 +145,7 @@ def detect_calibration(motion: SourceMotion, bones=None, arms=(), legs=()) -> Ca
         cal = _held_run(motion, R, d, start, last, posed, names)
         if not cal.frames:
             break
-        found, start = cal, cal.frames
-        if cal.eased:
-            break
+        found, start = cal, cal.frames  # (an easing may end in the clip's own calibration frame)
     return found
 
 
@@ -192,13 +191,37 @@ def _ease(motion, R, d, start, end, last, pose) -> Calibration:
     distance = float(pose_distance_deg(R[start:start + 1, None], rest[None]).min())
     if distance < far:
         return Calibration(0, motion.fps)
+    stop = _easing_end(R, d, start, end, last)
     for i0 in range(end, last + 1, 64):
         near = pose_distance_deg(R[i0:min(i0 + 64, last + 1), None], rest[None]).min(1)
         hit = np.flatnonzero(near <= far / 2)
-        if hit.size:
-            k = i0 + int(hit[0])
+        if hit.size or i0 + 64 > stop:
+            k = min(i0 + int(hit[0]), stop) if hit.size else stop
+            if k <= end:
+                return Calibration(0, motion.fps)
             return Calibration(k, motion.fps, str(pose), float(d[k - 1]), ordinary, distance, eased=True)
     return Calibration(0, motion.fps)
+
+
+def _easing_end(R, d, start, end, last) -> int:
+    """The frame where an easing out of the pose held until `end` has met the motion: it moves
+    away from the held pose, speeding up and slowing down as it nears its target, and the
+    motion begins where it stops moving away or where its pose change, past its peak, is
+    least (a clip whose opening is unlike its second half, the Mixamo fixture walking before
+    it turns back, was otherwise cut 0.7 s into its walk, a dance 0.2 s into its first move)."""
+    away = pose_distance_deg(R[end:last + 1], R[start][None])
+    turned = np.flatnonzero(np.diff(away) <= 0)
+    stop = end + int(turned[0]) if turned.size else last
+    speed = d[end - 1:stop]  # speed[i]: the change into frame end + i
+    if len(speed) >= 3:
+        speed = np.convolve(speed, np.ones(3) / 3, mode="same")  # marker jitter
+        falling = np.flatnonzero(np.diff(speed) < 0)
+        if falling.size:
+            i = int(falling[0])
+            rising = np.flatnonzero(np.diff(speed[i:]) > 0)
+            if rising.size:
+                stop = min(stop, end + i + int(rising[0]))
+    return stop
 
 
 def skip_frames(motion: SourceMotion, frames: int) -> SourceMotion:
