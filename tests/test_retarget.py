@@ -546,3 +546,26 @@ def test_a_cmu_clip_with_joint_axes_along_the_bones_keeps_its_trunk_and_shoulder
         b = rig.body_index(body)
         off = np.degrees(quat_angle(ref0.local_rot[4:n, b], ref1.local_rot[4:n, b]))
         assert off.mean() < 12.0, (body, off.mean())
+
+
+@needs_mass
+@pytest.mark.parametrize("clip", [WALK, RUN])
+def test_a_file_written_z_up_is_found_and_read_standing(rig, tmp_path, clip):
+    """Some exporters write Z up. Read as the BVH norm (Y up) such a body lies on its back: the
+    walk went up and down at 0.2 m/s, with nothing but the reference checks to say so. Its up
+    axis is now found (the body lies as Y up and stands as Z up) and the reference is the
+    original's; --up y still reads it as told."""
+    from engine.motion.retarget import retarget_file, standing_share
+
+    path = tmp_path / "z_up.bvh"
+    write_bvh(path, read_bvh(clip), up="z")
+    ref0, _ = retarget(read_bvh(clip), rig)
+    ref1, _, motion = retarget_file(path, rig)
+    assert ref1.meta["up_axis"] == "z (found)" and ref0.num_frames == ref1.num_frames
+    np.testing.assert_allclose(ref1.q[:, 7:], ref0.q[:, 7:], atol=1e-6)
+    np.testing.assert_allclose(ref1.root_vel, ref0.root_vel, atol=1e-6)
+    lying, _, as_told = retarget_file(path, rig, up="y")
+    assert lying.meta["up_axis"] == "y" and standing_share(as_told, {"Neck": "Character1_Neck", "TalusR": "Character1_RightFoot",
+                                                                      "TalusL": "Character1_LeftFoot"}) < 0.3
+    ref2, _, _ = retarget_file(clip, rig)  # a Y-up file stays Y up
+    assert ref2.meta["up_axis"] == "y (found)"

@@ -49,6 +49,8 @@ def _summary_lines(ref, out: Path | None) -> list[str]:
         f"{s.get('stance_sink_cm', 0.0):.1f} cm into the floor at most (a take puts them on the floor)",
         f"lowest foot {s['lowest_foot_min_cm']:+.1f} .. {s['lowest_foot_max_cm']:+.1f} cm (mean {s['lowest_foot_mean_cm']:+.1f})",
     ]
+    if str(m.get("up_axis", "")).startswith("z"):
+        lines.append(f"up axis     Z: {'read so (--up z)' if m['up_axis'] == 'z' else 'its body lies down with Y up and stands with Z up (--up y reads it as Y up)'}")
     if m.get("calibration"):
         lines.append(f"calibration {describe(m['calibration'])}")
     pose = m.get("source_pose")
@@ -72,20 +74,20 @@ def cmd_retarget(args) -> int:
     from ..npzfile import check_out_npz
     from ..progress import Progress
     from ..rig import load_rig
-    from ..motion.bvh import read_bvh
-    from ..motion.retarget import Retargeter
+    from ..motion.retarget import Retargeter, read_clip
 
     clip = Path(args.clip)
     if clip.suffix.lower() != ".bvh":
         raise InputFileError(clip, "expected a .bvh file (armatures are retargeted from Blender)")
     out = check_out_npz(Path(args.out) if args.out else Path(clip.stem + "_ref.npz"), FORMAT, "reference",
                         inputs=[clip, args.map, args.rig], force=args.force)
-    motion = read_bvh(clip, units=args.units, up=args.up)
+    motion, axis = read_clip(clip, units=args.units, up=args.up, preset=args.preset, mapping=args.map)
     rig = load_rig(args.rig)
     rt = Retargeter.build(rig, motion.skeleton, preset=args.preset, mapping=args.map, motion=motion)
     with Progress("retargeting", 1.0) as bar:
         ref = rt.to_model(motion, fps=args.fps, source=str(clip), progress=bar.update,
                           keep_calibration=args.keep_calibration)
+    ref.meta["up_axis"] = axis if args.up != "auto" else f"{axis} (found)"
     ref.save(out)
     summary = dict(ref.summary(), ground_offset_m=round(ref.meta["ground_offset_m"], 5),
                    calibration=ref.meta["calibration"], out=str(out))
@@ -114,7 +116,9 @@ def add_retarget_parser(subparsers) -> argparse.ArgumentParser:
                    help='JSON {"model body": "source bone"} laid over the preset; its entries win')
     p.add_argument("--units", choices=("auto", "m", "cm", "mm", "in"), default="auto",
                    help="length unit of the file (default auto: cm when the skeleton spans > 3 units)")
-    p.add_argument("--up", choices=("y", "z"), default="y", help="the file's up axis (default y)")
+    p.add_argument("--up", choices=("auto", "y", "z"), default="auto",
+                   help="the file's up axis (default auto: Y, the BVH norm, unless the body lies down so and "
+                   "stands with Z up)")
     p.add_argument("--fps", type=number("--fps", positive=True, hi=10000.0), default=120.0, help="reference frame rate (default 120, the physics rate)")
     p.add_argument("--keep-calibration", action="store_true",
                    help="keep a calibration pose at the start of the clip (T- or A-pose frames that jump to "

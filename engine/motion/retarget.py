@@ -701,14 +701,50 @@ def retarget(motion: SourceMotion, rig=None, preset: str | None = None, mapping=
     return rt.to_model(motion, fps=fps, source=source, keep_calibration=keep_calibration), rt
 
 
-def retarget_file(path, rig=None, preset: str | None = None, mapping=None, units: str = "auto",
-                  up: str = "y", fps: float = REFERENCE_FPS,
-                  keep_calibration: bool = False) -> tuple[Reference, Retargeter, SourceMotion]:
-    """Read a BVH and retarget it; returns (reference, retargeter, source motion as read)."""
+UPRIGHT_SHARE, LYING_SHARE = 0.7, 0.3  # standing_share of a body read the right way up, and the wrong way
+
+
+def standing_share(motion: SourceMotion, mapping: dict) -> float:
+    """How upright the body stands over the clip (up to 200 frames): the mean cosine between +Z
+    and the line from the ankles' midpoint to the neck (or head). 1: standing, 0: lying."""
+    sk = motion.skeleton
+    top = next((mapping[b] for b in ("Neck", "Head", "Torso") if mapping.get(b)), None)
+    feet = [mapping.get(f"Talus{s}") for s in "RL"]
+    if top is None or not all(feet):
+        return 1.0  # nothing to judge by: taken as read
+    F = motion.num_frames
+    _, P = motion.frames(np.unique(np.linspace(0, F - 1, min(F, 200)).round().astype(int))).fk()
+    line = P[:, sk.index(top)] - P[:, [sk.index(f) for f in feet]].mean(1)
+    return float(np.mean(line[:, 2] / np.maximum(np.linalg.norm(line, axis=-1), 1e-12)))
+
+
+def read_clip(path, units: str = "auto", up: str = "auto", preset: str | None = None,
+              mapping=None) -> tuple[SourceMotion, str]:
+    """A BVH file as a Z-up SourceMotion, and its up axis. The BVH norm is Y up; some exporters
+    write Z up, and read as Y up such a body lies on its back (a walk read so goes up and down
+    at 0.2 m/s, and every take of it falls). up "auto" reads it as Z up when its body lies as
+    read and stands so (standing_share); "y" or "z" as told."""
     from .bvh import read_bvh
 
-    motion = read_bvh(path, units=units, up=up)
+    if up != "auto":
+        return read_bvh(path, units=units, up=up), up
+    motion = read_bvh(path, units=units, up="y")
+    mp, _ = resolve_mapping(motion.skeleton, preset, mapping)
+    if standing_share(motion, mp) < LYING_SHARE:
+        other = read_bvh(path, units=units, up="z")
+        if standing_share(other, mp) > UPRIGHT_SHARE:
+            return other, "z"
+    return motion, "y"
+
+
+def retarget_file(path, rig=None, preset: str | None = None, mapping=None, units: str = "auto",
+                  up: str = "auto", fps: float = REFERENCE_FPS,
+                  keep_calibration: bool = False) -> tuple[Reference, Retargeter, SourceMotion]:
+    """Read a BVH (read_clip: its up axis found unless given) and retarget it; returns
+    (reference, retargeter, source motion as read). meta["up_axis"] says which axis was up."""
+    motion, axis = read_clip(path, units, up, preset, mapping)
     ref, rt = retarget(motion, rig, preset, mapping, fps, source=str(Path(path)), keep_calibration=keep_calibration)
+    ref.meta["up_axis"] = axis if up != "auto" else f"{axis} (found)"
     return ref, rt, motion
 
 
