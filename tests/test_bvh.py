@@ -453,31 +453,23 @@ def _spin_motion(angle_deg: float, sign: float = 1.0) -> SourceMotion:
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_resample_slerps_hand_computed(sign):
     motion = _spin_motion(160.0, sign)
-    out = motion.resample(4.0)  # two 1 s frames last 2 s: samples at 0, 0.25, ..., 1.75 s
-    assert out.num_frames == 8 and out.frame_time == 0.25
+    out = motion.resample(4.0)  # samples at 0, 0.25, 0.5, 0.75, 1.0 s
+    assert out.num_frames == 5 and out.frame_time == 0.25
     half = np.radians(40.0) / 2  # a quarter of 160 deg, about Z
     _same_rotation(out.rotations[1, 0], [np.cos(half), 0, 0, np.sin(half)], atol=1e-12)
     # Normalised linear interpolation would land at about 34.5 deg, not 40.
     np.testing.assert_allclose(out.root_translation[1], [1.0, 0.0, 0.5])
-    _same_rotation(out.rotations[4], motion.rotations[-1], atol=1e-12)
-    # past the last frame, inside its own second, the spin and the travel carry on: 280 deg at 1.75 s
-    half = np.radians(280.0) / 2
-    _same_rotation(out.rotations[7, 0], [np.cos(half), 0, 0, np.sin(half)], atol=1e-12)
-    np.testing.assert_allclose(out.root_translation[7], [7.0, 0.0, 3.5])
+    _same_rotation(out.rotations[-1], motion.rotations[-1], atol=1e-12)
 
 
 @needs_mass
-def test_resample_keeps_the_length_and_source_frames():
-    motion = read_bvh(MOTION_DIR / "walk.bvh")  # 132 frames at 120 fps: a 1.1 s cycle
+def test_resample_keeps_source_frames_and_whole_intervals():
+    motion = read_bvh(MOTION_DIR / "walk.bvh")  # 132 frames at 120 fps: 131/120 s from first to last
     out = motion.resample(30.0)
-    assert out.frame_time == pytest.approx(1 / 30) and out.num_frames == 33  # 1.1 s at 30 fps
+    assert out.frame_time == pytest.approx(1 / 30) and out.num_frames == 33  # 0 .. 32/30 s, none clamped
     _same_rotation(out.rotations[0], motion.rotations[0], atol=1e-12)
     np.testing.assert_allclose(out.root_translation[0], motion.root_translation[0])
     _same_rotation(out.rotations[-1], motion.rotations[128], atol=1e-9)  # 32/30 s = source frame 128
-    # and back at 120 fps: the same 132 frames, the source's own at every 4th
-    back = out.resample(120.0)
-    assert back.num_frames == 132
-    _same_rotation(back.rotations[::4], out.rotations, atol=1e-9)
     # Sample 4 falls at 4/30 s = source frame 16 exactly.
     _same_rotation(out.rotations[4], motion.rotations[16], atol=1e-9)
     np.testing.assert_allclose(out.root_translation[4], motion.root_translation[16], atol=1e-12)
@@ -491,7 +483,7 @@ def test_resample_keeps_a_steady_speed_to_the_last_frame(src_fps, fps):
     """A root moving at 5 m/s moves 5 / fps every output frame, the last too: a last sample
     clamped to the source's end made a 30 fps copy of a run end at 1.2 m/s, and the loop
     closing there started the take 1.4 m/s slow. The clip keeps its length (frames * frame
-    time) to within one output frame."""
+    time) to within one output frame, ending at or before the last source frame."""
     skel = SourceSkeleton(["a"], [-1], np.zeros((1, 3)))
     frames = 67
     rot = np.tile([1.0, 0.0, 0.0, 0.0], (frames, 1, 1))
@@ -499,7 +491,8 @@ def test_resample_keeps_a_steady_speed_to_the_last_frame(src_fps, fps):
     root[:, 1] = 5.0 * np.arange(frames) / src_fps
     out = SourceMotion(skel, rot, root, 1.0 / src_fps).resample(fps)
     np.testing.assert_allclose(np.diff(out.root_translation[:, 1]), 5.0 / fps, rtol=1e-9)
-    assert frames / src_fps - 1.0 / fps < out.num_frames / fps <= frames / src_fps + 1e-9
+    end = (frames - 1) / src_fps  # the last source frame
+    assert end - 1.0 / fps < out.times[-1] <= end + 1e-12
 
 
 def test_resample_lerps_local_translations():

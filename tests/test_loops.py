@@ -105,16 +105,14 @@ def test_real_motion_with_no_seam_is_played_once_and_the_take_ends_with_it(rig):
     assert chained.segments[1].start == clip.frames and chained.total_steps == clip.frames + 240
 
 
-def test_a_cycle_written_at_60_fps_keeps_its_length_and_loops_whole(rig):
-    """The bundled run (66 frames at 120 fps, a 0.55 s cycle) written at 60 fps is 33 frames,
-    and retargeted back to 120 fps its 66 frames again: its last frame's interval is carried
-    on from the frame before, at every step the same 1/120 s (a last sample clamped to the
-    last 60 fps frame ran the clip's end at a fraction of its speed). Its ends then meet
+def test_a_cycle_written_at_60_fps_loops_whole(rig):
+    """The bundled run (66 frames at 120 fps, a 0.55 s cycle) written at 60 fps is 33 frames
+    (0 .. 32/60 s, every interval 1/60 s: a last sample clamped to the source's last frame ran
+    the clip's end at a fraction of its speed), and 65 at 120 fps again. Its ends then meet
     within 14 deg, more than a cycle's 12 but the best seam it has: asked for longer, it loops
     whole rather than playing once, at the run's own speed."""
-    run = clips.bundled("run")
     ref = _ref(rig, clips.variant("run", fps=60))
-    assert ref.num_frames == run.num_frames == 66
+    assert ref.num_frames == 65
     plan = _plan(rig, ref, 3.0)
     clip = plan.segments[0].clip
     assert clip.loop["kind"] == "loop" and clip.loop["start_s"] == 0 and 12.0 < clip.loop["seam_deg"] <= 15.0

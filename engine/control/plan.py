@@ -42,7 +42,7 @@ REF_CUTOFF_HZ = 5.0
 # with it: a held last pose fell on the muscles, a kick after 12 s of holding and a dance
 # after 3.5, issue 44's corpus at 20 s). Its own ends count as one of those loops: a clip whose
 # ends meet within SEAM_MAX_DEG, better than any pair inside it, loops whole (the bundled run
-# written at 60 fps: 14 deg, its last frame there carried on from the frame before).
+# written at 60 fps: 14 deg).
 SEAM_OK_DEG, SEAM_MAX_DEG = 12.0, 15.0
 
 

@@ -159,28 +159,27 @@ class SourceMotion:
         return quat_normalize(rot), pos
 
     def resample(self, fps: float) -> "SourceMotion":
-        """The motion at `fps` frames per second.
+        """The motion at `fps` frames per second, from its first frame.
 
-        A clip of N frames at f fps lasts N / f seconds, each frame standing for the interval
-        up to the next, so a cycle keeps its length: the bundled run's 66 frames at 120 fps,
-        written at 60 fps as 33, come back as 66 and close their loop as before. Samples lie
-        at k / fps, every interval 1 / fps, for as many whole intervals as that length holds:
-        between source frames, rotations are slerped and translations lerped; after the last
-        source frame (inside its own interval, when going up in rate) they carry on at the
-        last source interval's rate. (A last sample clamped to the last source frame made a
-        short last interval whose velocity was a fraction of the clip's: a 30 fps copy of the
-        run ended at 1.2 m/s instead of 5.1, and the loop closing there started its take 1.4
-        m/s slow.)
+        Samples lie at k / fps, every interval 1 / fps, up to the last source frame: the clip
+        ends up to one output frame before the source does where its length is not a whole
+        number of output frames (a 120 fps clip written at 30 or 60 fps, a 25 fps capture at
+        120). Rotations are slerped, translations lerped. (A last sample clamped to the last
+        source frame made a short last interval whose velocity was a fraction of the clip's:
+        a 30 fps copy of the run ended at 1.2 m/s instead of 5.1, and the loop closing there
+        started its take 1.4 m/s slow. Frames owning their intervals, the last one carried on
+        past the source's end, kept a cycle's length but changed every 30 fps capture's end,
+        and the Mixamo fixture's 20 s takes fell on two draws that had walked.)
         """
         fps = float(fps)
         if not np.isfinite(fps) or fps <= 0:
             raise ParameterError("fps", f"must be a positive number, got {fps}")
         F = self.num_frames
-        n = max(int(np.floor(F * fps * self.frame_time + 1e-6)), 1)
-        u = np.arange(n) / fps / self.frame_time  # in source frames
+        n = int(np.floor((F - 1) * self.frame_time * fps + 1e-6)) + 1
+        u = np.arange(n) / fps / self.frame_time  # in source frames, never past the last
         i0 = np.clip(np.floor(u + 1e-9).astype(np.int64), 0, max(F - 2, 0))
         i1 = np.minimum(i0 + 1, F - 1)
-        a = np.maximum(u - i0, 0.0)  # above 1 only past the last source frame: carried on
+        a = np.clip(u - i0, 0.0, 1.0)
         rot = quat_slerp(self.rotations[i0], self.rotations[i1], a[:, None])
         root = _lerp(self.root_translation[i0], self.root_translation[i1], a[:, None])
         local = self.local_translations
