@@ -87,7 +87,7 @@ def cmd_retarget(args) -> int:
     with Progress("retargeting", 1.0) as bar:
         ref = rt.to_model(motion, fps=args.fps, source=str(clip), progress=bar.update,
                           keep_calibration=args.keep_calibration)
-    ref.meta["up_axis"] = axis if args.up != "auto" else f"{axis} (found)"
+    ref.meta["up_axis"] = axis
     ref.save(out)
     summary = dict(ref.summary(), ground_offset_m=round(ref.meta["ground_offset_m"], 5),
                    calibration=ref.meta["calibration"], out=str(out))

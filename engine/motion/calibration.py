@@ -192,27 +192,31 @@ def _ease(motion, R, d, start, end, last, pose) -> Calibration:
     if distance < far:
         return Calibration(0, motion.fps)
     stop = _easing_end(R, d, start, end, last)
-    for i0 in range(end, last + 1, 64):
-        near = pose_distance_deg(R[i0:min(i0 + 64, last + 1), None], rest[None]).min(1)
+    until = last if stop is None else stop
+    k = None  # the first frame within far / 2 of the motion, up to where the easing ends
+    for i0 in range(end, until + 1, 64):
+        near = pose_distance_deg(R[i0:min(i0 + 64, until + 1), None], rest[None]).min(1)
         hit = np.flatnonzero(near <= far / 2)
-        if hit.size or i0 + 64 > stop:
-            k = min(i0 + int(hit[0]), stop) if hit.size else stop
-            if k <= end:
-                return Calibration(0, motion.fps)
-            return Calibration(k, motion.fps, str(pose), float(d[k - 1]), ordinary, distance, eased=True)
-    return Calibration(0, motion.fps)
+        if hit.size:
+            k = i0 + int(hit[0])
+            break
+    k = stop if k is None else k
+    if k is None or k <= end:
+        return Calibration(0, motion.fps)
+    return Calibration(k, motion.fps, str(pose), float(d[k - 1]), ordinary, distance, eased=True)
 
 
-def _easing_end(R, d, start, end, last) -> int:
-    """The frame where an easing out of the pose held until `end` has met the motion: it moves
-    away from the held pose, speeding up and slowing down as it nears its target, and the
-    motion begins where it stops moving away or where its pose change, past its peak, is
-    least (a clip whose opening is unlike its second half, the Mixamo fixture walking before
-    it turns back, was otherwise cut 0.7 s into its walk, a dance 0.2 s into its first move)."""
+def _easing_end(R, d, start, end, last) -> int | None:
+    """The frame where an easing out of the pose held until `end` has met the motion (None:
+    not found before `last`): it moves away from the held pose, speeding up and slowing down
+    as it nears its target, and the motion begins where it stops moving away or where its pose
+    change, past its peak, is least (a clip whose opening is unlike its second half, the
+    Mixamo fixture walking before it turns back, was otherwise cut 0.7 s into its walk, a
+    dance 0.2 s into its first move)."""
     away = pose_distance_deg(R[end:last + 1], R[start][None])
     turned = np.flatnonzero(np.diff(away) <= 0)
-    stop = end + int(turned[0]) if turned.size else last
-    speed = d[end - 1:stop]  # speed[i]: the change into frame end + i
+    stop = end + int(turned[0]) if turned.size else None
+    speed = d[end - 1:last if stop is None else stop]  # speed[i]: the change into frame end + i
     if len(speed) >= 3:
         speed = np.convolve(speed, np.ones(3) / 3, mode="same")  # marker jitter
         falling = np.flatnonzero(np.diff(speed) < 0)
@@ -220,7 +224,8 @@ def _easing_end(R, d, start, end, last) -> int:
             i = int(falling[0])
             rising = np.flatnonzero(np.diff(speed[i:]) > 0)
             if rising.size:
-                stop = min(stop, end + i + int(rising[0]))
+                lowest = end + i + int(rising[0])
+                stop = lowest if stop is None else min(stop, lowest)
     return stop
 
 

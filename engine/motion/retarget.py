@@ -56,8 +56,9 @@ from .standing import SourcePose, source_pose
 REFERENCE_FPS = 120.0
 TWIST_TRUST_DEG = 15.0  # a rest pose's limb twist is kept unless the clip's hinges say it is off by more
 DIRECTION_SHARE = 0.01  # of the leg's length: a bone shorter than this gives no direction to aim at
-NEUTRAL_SLACK_DEG = 2.0  # a rest pose's trunk or collarbone aimed further than this from its parent keeps the parent's
-FRAME_SLACK_DEG = 2.0  # the same for a clip frame's neck and collarbones (other libraries' sit 20-33 deg off the model's)
+# a rest pose's trunk or collarbone (a clip frame's neck or collarbone: other libraries' sit 20-33
+# deg off the model's) aimed further than this from its parent keeps the parent's alignment
+NEUTRAL_SLACK_DEG = 2.0
 STANCE_SPEED_MPS = 0.3  # a foot point slower than this (horizontally) is planted
 _CHUNK = 256  # frames per block when computing muscle lengths
 
@@ -360,8 +361,8 @@ class Retargeter:
                     hinged = matrix_to_quat(_frame2(d_s, n_s) @ _frame2(d_m, _model_bend(rig, b)).T)
                     if pose.frame is not None or np.degrees(quat_angle(hinged, A[b])) > TWIST_TRUST_DEG:
                         A[b] = hinged
-                neutral, slack = (_NEUTRAL, NEUTRAL_SLACK_DEG) if pose.frame is None else (_FRAME_NEUTRAL, FRAME_SLACK_DEG)
-                if rig.body_names[b] in neutral and np.degrees(quat_angle(A[b], A[p])) > slack:
+                neutral = _NEUTRAL if pose.frame is None else _FRAME_NEUTRAL
+                if rig.body_names[b] in neutral and np.degrees(quat_angle(A[b], A[p])) > NEUTRAL_SLACK_DEG:
                     # Both rest poses hold the spine, neck and collarbones in their neutral
                     # place, but a skeleton built otherwise puts these joints elsewhere (CMU's
                     # collarbone line is 22 deg off the model's, its neck 23): aimed at one
@@ -720,10 +721,11 @@ def standing_share(motion: SourceMotion, mapping: dict) -> float:
 
 def read_clip(path, units: str = "auto", up: str = "auto", preset: str | None = None,
               mapping=None) -> tuple[SourceMotion, str]:
-    """A BVH file as a Z-up SourceMotion, and its up axis. The BVH norm is Y up; some exporters
-    write Z up, and read as Y up such a body lies on its back (a walk read so goes up and down
-    at 0.2 m/s, and every take of it falls). up "auto" reads it as Z up when its body lies as
-    read and stands so (standing_share); "y" or "z" as told."""
+    """A BVH file as a Z-up SourceMotion, and its up axis as a reference's meta["up_axis"]
+    says it ("y" or "z" as told, "y (found)" or "z (found)"). The BVH norm is Y up; some
+    exporters write Z up, and read as Y up such a body lies on its back (a walk read so goes
+    up and down at 0.2 m/s, and every take of it falls). up "auto" reads it as Z up when its
+    body lies as read and stands so (standing_share)."""
     from .bvh import read_bvh
 
     if up != "auto":
@@ -733,8 +735,8 @@ def read_clip(path, units: str = "auto", up: str = "auto", preset: str | None = 
     if standing_share(motion, mp) < LYING_SHARE:
         other = read_bvh(path, units=units, up="z")
         if standing_share(other, mp) > UPRIGHT_SHARE:
-            return other, "z"
-    return motion, "y"
+            return other, "z (found)"
+    return motion, "y (found)"
 
 
 def retarget_file(path, rig=None, preset: str | None = None, mapping=None, units: str = "auto",
@@ -744,7 +746,7 @@ def retarget_file(path, rig=None, preset: str | None = None, mapping=None, units
     (reference, retargeter, source motion as read). meta["up_axis"] says which axis was up."""
     motion, axis = read_clip(path, units, up, preset, mapping)
     ref, rt = retarget(motion, rig, preset, mapping, fps, source=str(Path(path)), keep_calibration=keep_calibration)
-    ref.meta["up_axis"] = axis if up != "auto" else f"{axis} (found)"
+    ref.meta["up_axis"] = axis
     return ref, rt, motion
 
 
