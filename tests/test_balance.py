@@ -138,6 +138,32 @@ def test_balance_planner_is_the_same_in_workers_and_in_process(rig):
     assert b["offset_deg_max"] > 0  # it steered
 
 
+def test_the_chosen_plans_rollout_is_continued_not_played_again(rig, monkeypatch):
+    """The plan chosen at a decision is the next one's nominal candidate: where the take has
+    followed it to the bit, its rollout's last steps are that candidate's first, so only the
+    last `replan` steps are played. The take is the same bit for bit as with every candidate
+    played afresh, in this process and in workers, a push included (while it acts, the take's
+    state is not the rollout's, and the candidate is played afresh)."""
+    from engine.control import balance as bal
+    from engine.take import simulate
+
+    def take(workers):
+        return simulate(rig, [(MOTION_DIR / "walk.bvh", 0.6)], seed=5, fps=120, progress=lambda f: None,
+                        pushes=["0.25:0,80,0:0.1"],
+                        params=TrackingParams(residual=0.0, balance=bal.BalanceParams(candidates=5, horizon=36, workers=workers)))
+
+    continued = {w: take(w) for w in (0, 2)}
+    monkeypatch.setattr(bal.BalancePlanner, "followed", lambda self, snap, now: None)
+    afresh = take(0)
+    b, b0 = continued[0].meta["balance"], afresh.meta["balance"]
+    for t in continued.values():
+        assert np.array_equal(t.q, afresh.q) and np.array_equal(t.activation, afresh.activation)
+        assert t.meta["balance"]["mean_best_cost"] == b0["mean_best_cost"]
+    # 6 decisions: the first has no last plan, the push's (0.25-0.35 s) starts at 3 and 4 differ
+    assert b0["continued_share"] == 0 and 0 < b["continued_share"] < 1 and b["continued_share"] <= 3 / 6
+    assert b["rollout_steps"] < b0["rollout_steps"]
+
+
 def test_a_killed_planner_worker_does_not_lose_the_take(rig, capfd):
     """A worker process killed from outside mid-take (the OOM killer, a user's kill -9): the
     planner plans on in the take's process and the take ends as it would have, bit for bit,
@@ -186,13 +212,13 @@ def test_a_worker_prunes_against_the_cheapest_plan_any_worker_played(rig):
     snap = snapshot(sim, TrackingController(sim, plan, params))
     shadow = Shadow(sim, plan, params, b)
     U = np.zeros((b.knots, 10))
-    (alone,), n_alone = shadow.play_all(snap, [U], 0)
+    (alone,), n_alone, _ = shadow.play_all(snap, [U], 0)
     assert np.isfinite(alone) and alone > 0 and n_alone == 12
     shadow.shared_best = mp.get_context("fork").RawValue("d", alone / 2)  # another worker found a cheaper plan
-    (cut,), n_cut = shadow.play_all(snap, [U], 0)
+    (cut,), n_cut, _ = shadow.play_all(snap, [U], 0)
     assert cut == np.inf and 1 <= n_cut < 12 and shadow.shared_best.value == alone / 2
     shadow.shared_best.value = np.inf  # a new decision
-    (again,), _ = shadow.play_all(snap, [U], 0)
+    (again,), _, _ = shadow.play_all(snap, [U], 0)
     assert again == alone and shadow.shared_best.value == alone  # the same rollout, and it now bounds the rest
 
 
@@ -210,13 +236,13 @@ def test_a_rollouts_tail_counts_its_last_steps_mean_for_the_steps_beyond_the_hor
         b = bal.BalanceParams(horizon=24, replan=12, tail=tail)
         snap = bal.snapshot(sim, bal.OffsetTracker(sim, plan, params, b))
         shadow = bal.Shadow(sim, plan, params, b)
-        (costs[tail],), played = shadow.play_all(snap, [np.zeros((b.knots, 10))], 0)
+        (costs[tail],), played, _ = shadow.play_all(snap, [np.zeros((b.knots, 10))], 0)
         assert played == 24
     assert costs[0] == sum(range(1, 25))
     assert costs[30] == pytest.approx(costs[0] + 30 * np.mean(range(13, 25)))
     b = bal.BalanceParams(horizon=24, tail=30, fall_height=5.0)  # every state a fall
     shadow = bal.Shadow(sim, plan, params, b)
-    (fallen,), _ = shadow.play_all(bal.snapshot(sim, bal.OffsetTracker(sim, plan, params, b)), [np.zeros((b.knots, 10))], 0)
+    (fallen,), _, _ = shadow.play_all(bal.snapshot(sim, bal.OffsetTracker(sim, plan, params, b)), [np.zeros((b.knots, 10))], 0)
     assert fallen == 1.0 + bal.FALL_COST * 54
 
 

@@ -167,10 +167,12 @@ def offset_dofs(rig, knees: bool = False) -> np.ndarray:
 
 def offsets_at(U: np.ndarray, start: int, knot: int, step: int) -> np.ndarray:
     """The offsets at physics step `step` of a plan whose knot j (row j of U) is at
-    start + j knot: linear between knots, the first before and the last held after."""
-    x = (step - start) / knot
-    j = min(max(math.floor(x), 0), len(U) - 2)
-    w = min(max(x - j, 0.0), 1.0)
+    start + j knot: linear between knots, the first before and the last held after. In whole
+    steps, so a plan shifted by whole knots (`shift_plan`) gives the same offsets to the bit,
+    as a continued rollout (`Trace`) needs."""
+    d = step - start
+    j = min(max(d // knot, 0), len(U) - 2)
+    w = min(max((d - j * knot) / knot, 0.0), 1.0)
     return (1 - w) * U[j] + w * U[j + 1]
 
 
@@ -259,6 +261,36 @@ def rollout_cost(sim, ctl: OffsetTracker) -> float:
             + b.w_speed * float(dvx * dvx + dvy * dvy) + b.w_joint * err * err + b.w_offset * float(u @ u))
 
 
+@dataclass
+class Trace:
+    """A rollout played to its horizon without falling: its plan (U, start), the cost of each
+    of its steps (eq. 1, in order) and its state (`snapshot`) after every `replan` steps and at
+    its end, by step count. The plan chosen at a decision is the next decision's nominal
+    candidate, shifted by `replan` steps (`shift_plan`): where the take has followed it to the
+    bit (no push, nothing changed), that candidate's first horizon - replan steps are this
+    rollout's last ones, and only `replan` steps are left to play (`Shadow.continued`)."""
+
+    U: np.ndarray
+    start: int
+    costs: list
+    states: dict
+
+
+def same_state(a, b) -> bool:
+    """Whether two snapshots (`snapshot`) are equal to the bit: arrays, numbers and the objects
+    they hold (the pace governor, the clips' places), field by field."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape
+                and a.dtype == b.dtype and a.tobytes() == b.tobytes())
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same_state(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same_state(x, y) for x, y in zip(a, b))
+    if hasattr(a, "__dict__"):
+        return type(a) is type(b) and same_state(vars(a), vars(b))
+    return type(a) is type(b) and a == b
+
+
 class Shadow:
     """A copy of the take's simulation and tracker that candidates are played on: `load`
     puts it at a snapshot of the take (`snapshot`), `play` runs one candidate from there."""
@@ -274,23 +306,35 @@ class Shadow:
         self.steps_played = 0  # rollout steps, for the planner's cost figures
         self.seconds = dict(physics=0.0, cost=0.0)  # where a rollout step's time goes (the decision: ctl.stats)
         self.shared_best = None  # a RawValue the workers share: the cheapest plan any has played
+        self.trace = None  # the last rollout's Trace, when it was kept and played to its horizon
 
     def load(self, snap: dict) -> None:
         """The shadow at the snapshot (`restore`)."""
         restore(self.sim, self.ctl, snap)
 
-    def play(self, U: np.ndarray, start: int, bound: float = np.inf) -> float:
+    def play(self, U: np.ndarray, start: int, bound: float = np.inf, keep: bool = False,
+             resume: Trace | None = None) -> float:
         """Eq. (1) summed over the horizon with the plan (U, start), from the loaded state, and
         eq. (3)'s tail; inf as soon as the sum passes `bound` or the workers' shared best (the
         cheapest plan found so far: every term is >= 0, so this one cannot win, and the plan
-        chosen is the same as without the bound)."""
+        chosen is the same as without the bound). `keep`: a rollout played to its horizon
+        leaves its Trace in `trace`. `resume`: the loaded state is the end of that Trace, whose
+        costs from `start` on are this rollout's first steps (`continued`)."""
         sim, ctl, b, shared = self.sim, self.ctl, self.balance, self.shared_best
         ctl.U, ctl.plan_start = U, start
         d = sim.physics.data
         total, late = 0.0, 0.0  # late: the sum over the last `replan` steps (eq. 3)
         steps = b.horizon + b.tail  # the steps the cost stands for
+        first, costs, states = 0, [], {}
+        self.trace = None
+        if resume is not None:  # the steps played already, summed in the order they were played
+            first = resume.start + b.horizon - start
+            costs = resume.costs[start - resume.start:]
+            for c in costs:
+                total += c
+            states = {k: v for k, v in resume.states.items() if k > start}
         clock, seconds = time.perf_counter, self.seconds
-        for t in range(b.horizon):
+        for t in range(first, b.horizon):
             self.steps_played += 1
             try:
                 command = ctl.act(sim, sim.state)
@@ -311,21 +355,41 @@ class Shadow:
                 return total + FALL_COST * (steps - t)
             if total > bound or (shared is not None and total > shared.value):
                 return np.inf
+            if keep:
+                costs.append(c)
+                if (t + 1) % b.replan == 0 or t + 1 == b.horizon:
+                    ctl.advance_pace(sim)  # as the take's is when it decides (the next act's is then a no-op)
+                    states[sim.steps] = snapshot(sim, ctl)
+        if keep:
+            self.trace = Trace(U, start, costs, states)
         if b.tail:  # eq. (3): the rest of the horizon the cost stands for, at its last steps' mean
             total += late / min(b.replan, b.horizon) * b.tail
         return total
 
-    def play_all(self, snap: dict, plans: list[np.ndarray], start: int) -> tuple[list[float], int]:
-        """play() for each plan from the snapshot, each bounded by the cheapest before it;
-        and the rollout steps that took."""
-        out, best, before, shared = [], np.inf, self.steps_played, self.shared_best
-        for U in plans:
+    def continued(self, trace: Trace, U: np.ndarray, start: int) -> float:
+        """play(U, start) from the take's state at `start`, where the take followed `trace`'s
+        plan to the bit up to there and U is that plan shifted to `start` (BalancePlanner.costs
+        checks both): the trace's steps from `start` on are U's first, so only the last
+        start - trace.start steps are played, from the trace's end. The same cost to the bit."""
+        self.load(trace.states[trace.start + self.balance.horizon])
+        return self.play(U, start, keep=True, resume=trace)
+
+    def play_all(self, snap: dict, plans: list[np.ndarray], start: int,
+                 bound: float = np.inf) -> tuple[list[float], int, tuple | None]:
+        """play() for each plan from the snapshot, each bounded by the cheapest before it (and
+        by `bound`, a plan's cost already known); the rollout steps that took; and (index, Trace)
+        of the cheapest plan played to its horizon, None if none was."""
+        out, best, before, shared = [], bound, self.steps_played, self.shared_best
+        kept, kept_cost = None, np.inf
+        for j, U in enumerate(plans):
             self.load(snap)
-            out.append(self.play(U, start, best))
+            out.append(self.play(U, start, best, keep=True))
+            if self.trace is not None and (kept is None or out[-1] < kept_cost):  # the first of equals, as argmin
+                kept, kept_cost = (j, self.trace), out[-1]
             best = min(best, out[-1])
             if shared is not None and best < shared.value:  # unlocked: a lost race leaves a looser
                 shared.value = best  # bound (still some played plan's cost), never a wrong one
-        return out, self.steps_played - before
+        return out, self.steps_played - before, kept
 
 
 def snapshot(sim, ctl: TrackingController) -> dict:
@@ -354,9 +418,9 @@ def _worker_init(sim, plan, params, balance, shared_best) -> None:
     _WORKER["shadow"].shared_best = shared_best
 
 
-def _worker_play(job) -> tuple[list[float], int]:
-    snap, plans, start = job
-    return _WORKER["shadow"].play_all(snap, plans, start)
+def _worker_play(job) -> tuple[list[float], int, tuple | None]:
+    snap, plans, start, bound = job
+    return _WORKER["shadow"].play_all(snap, plans, start, bound)
 
 
 class BalancePlanner(OffsetTracker):
@@ -382,7 +446,9 @@ class BalancePlanner(OffsetTracker):
             self._pool = process_pool(balance.workers, "fork", _worker_init, self._shadow_args + (self._shared_best,))
         else:
             self._shadow_here = Shadow(*self._shadow_args)
-        self.plans = self.rollout_steps = 0
+        self._shadow_main = None  # plays the continued nominal where workers play the rest (`costs`)
+        self._trace, self._traces = None, {}  # the chosen plan's Trace; this decision's, by plan
+        self.plans = self.rollout_steps = self.continued = 0
         self.cost_sum = 0.0
         self.kept = self.zero = 0  # plans that kept the shifted plan, that chose no offsets
         self.offset_sum, self.offset_max = 0.0, 0.0  # rad: mean |offset| at each plan's start
@@ -396,30 +462,71 @@ class BalancePlanner(OffsetTracker):
         return [nominal, np.zeros_like(nominal)] + list(b.decay * nominal + scale * noise)
 
     def costs(self, snap: dict, plans: list[np.ndarray], now: int) -> list[float]:
-        """Eq. (1) summed over the horizon for every plan, from the snapshot."""
-        parts = None
-        if self._pool is not None:
-            from concurrent.futures.process import BrokenProcessPool
-
-            # dealt round-robin, so each worker starts with one of the likely cheap plans (the
-            # last plan, no offsets) and its bound cuts its noisy ones short sooner
-            w = min(self.balance.workers, len(plans))
-            self._shared_best.value = np.inf
-            try:
-                parts = list(self._pool.map(_worker_play, [(snap, plans[j::w], now) for j in range(w)]))
-            except BrokenProcessPool as e:  # plan on in this process: the same plans, slower
-                self.workers_lost = (f"a worker process ended at t = {now * self.dt:.2f} s ({e}); "
-                                     "planned on in the take's process")
-                print(f"balance planner: {self.workers_lost}", file=sys.stderr)
-                self.close()
-                self._shadow_here = Shadow(*self._shadow_args)
-        if parts is None:
-            w, parts = 1, [self._shadow_here.play_all(snap, plans, now)]
-        self.rollout_steps += sum(n for _, n in parts)
-        costs = [0.0] * len(plans)
-        for j, (c, _) in enumerate(parts):
-            costs[j::w] = c
+        """Eq. (1) summed over the horizon for every plan, from the snapshot; the nominal
+        (plans[0]) continued from the last decision's Trace where the take followed it to the
+        bit (`followed`), its cost then bounding the rest. Leaves each plan's Trace, where one
+        was kept, in `_traces` by index (the cheapest a worker or this process played)."""
+        costs, self._traces = [np.inf] * len(plans), {}
+        trace = self.followed(snap, now)
+        first = int(trace is not None)
+        rest, pending, parts = plans[first:], None, None
+        w = min(self.balance.workers, len(rest)) if self._pool is not None else 1
+        if self._pool is not None:  # dealt round-robin, so each worker starts with one of the likely
+            self._shared_best.value = np.inf  # cheap plans and its bound cuts its noisy ones sooner
+            pending = self._deal(now, lambda: self._pool.map(_worker_play, [(snap, rest[j::w], now, np.inf) for j in range(w)]))
+        if trace is not None:  # meanwhile here; the workers prune against it from then on
+            costs[0] = self._continued(trace, plans[0], now)
+            if pending is not None:
+                self._shared_best.value = min(self._shared_best.value, costs[0])
+        if pending is not None:
+            parts = self._deal(now, lambda: list(pending))
+        if parts is None:  # no workers, or they were lost: the same plans here, slower
+            w, parts = 1, [self._shadow_here.play_all(snap, rest, now, costs[0] if first else np.inf)]
+        for j, (c, n, kept) in enumerate(parts):
+            self.rollout_steps += n
+            costs[first + j::w] = c
+            if kept is not None:
+                self._traces[first + j + kept[0] * w] = kept[1]
         return costs
+
+    def _deal(self, now: int, work):
+        """work() on the worker pool at step `now`; None, and planning on in this process from
+        then on, if a worker died."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            return work()
+        except BrokenProcessPool as e:
+            self.workers_lost = (f"a worker process ended at t = {now * self.dt:.2f} s ({e}); "
+                                 "planned on in the take's process")
+            print(f"balance planner: {self.workers_lost}", file=sys.stderr)
+            self.close()
+            self._shadow_here = Shadow(*self._shadow_args)
+            return None
+
+    def _continued(self, trace: Trace, U: np.ndarray, now: int) -> float:
+        """Shadow.continued on this process's shadow (one made for it where workers play the rest)."""
+        if self._shadow_main is None:
+            self._shadow_main = self._shadow_here or Shadow(*self._shadow_args)
+        sh = self._shadow_main
+        before = sh.steps_played
+        cost = sh.continued(trace, U, now)
+        self.rollout_steps += sh.steps_played - before
+        self.continued += 1
+        if sh.trace is not None:
+            self._traces[0] = sh.trace
+        return cost
+
+    def followed(self, snap: dict, now: int) -> Trace | None:
+        """The last decision's Trace of the plan the take has followed since, where the take's
+        state now is the trace's to the bit (no push between, no other change) and the nominal
+        candidate is that plan shifted by whole knots; else None (every plan played afresh)."""
+        t, b = self._trace, self.balance
+        self._trace = None
+        if (t is None or t.U is not self.U or t.start != self.plan_start or not 0 < now - t.start < b.horizon
+                or (now - t.start) % b.knot or now not in t.states):
+            return None
+        return t if same_state(snap, t.states[now]) else None
 
     def act(self, sim, state):
         if sim.steps % self.balance.replan == 0:
@@ -429,6 +536,9 @@ class BalancePlanner(OffsetTracker):
             costs = self.costs(snapshot(sim, self), plans, now)
             best = int(np.argmin(costs))
             self.U, self.plan_start = plans[best], now
+            self._trace = self._traces.get(best)
+            if self._trace is not None:
+                self._trace.U = self.U  # (a worker's is a copy) followed() asks for this plan
             self.plans += 1
             self.cost_sum += float(costs[best])
             self.kept += best == 0
@@ -448,6 +558,7 @@ class BalancePlanner(OffsetTracker):
         drawn afresh from `seed`."""
         restore(sim, self, snap)
         self.U, self.plan_start = snap["U"].copy(), snap["plan_start"]
+        self._trace = None
         self.rng = np.random.default_rng(seed)
 
     def balance_summary(self) -> dict:
@@ -457,6 +568,7 @@ class BalancePlanner(OffsetTracker):
                     rollout_steps=self.rollout_steps,
                     mean_best_cost=round(self.cost_sum / n, 3),
                     kept_share=round(self.kept / n, 3), no_offset_share=round(self.zero / n, 3),
+                    continued_share=round(self.continued / n, 3),
                     offset_deg_mean=round(float(np.degrees(self.offset_sum / n)), 3),
                     offset_deg_max=round(float(np.degrees(self.offset_max)), 3),
                     rollout_step_us=self.rollout_split(),
