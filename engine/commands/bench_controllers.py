@@ -124,6 +124,7 @@ def bench_balance(seconds: float = 1.0, rig_name: str = "human284", workers: int
     summary = dict(workers=int(workers), step_us=dict(balance_total=round(total_us, 1)), realtime_factor=rtf,
                    seconds_per_simulated_s=round(total_us * 120e-6, 2),
                    rollout_steps_per_step=round(b["rollout_steps"] / max(t["steps"], 1), 1),
+                   continued_share=b.get("continued_share"),
                    rollout_step_us=None if per_rollout_us is None else round(per_rollout_us, 1),
                    fell=take.meta["summary"]["fell"])
     split = b.get("rollout_step_us")
@@ -132,7 +133,8 @@ def bench_balance(seconds: float = 1.0, rig_name: str = "human284", workers: int
     where = "one core" if not workers else f"{workers} worker processes, wall time"
     lines = [f"balance planner, fresh walk without the residual, {take.meta['simulated_seconds']:.1f} s ({where}):",
              f"  {summary['rollout_steps_per_step']} rollout steps played a take step ({b['candidates']} candidates "
-             f"x {b['horizon_s']:g} s every {take.meta['tracking']['balance']['replan']} steps, cut short once dearer than the best)"
+             f"x {b['horizon_s']:g} s every {take.meta['tracking']['balance']['replan']} steps, cut short once dearer than the best; "
+             f"the last plan's rollout continued at {100 * (b.get('continued_share') or 0):.0f} % of the decisions)"
              + (f", {per_rollout_us:.0f} us each" if per_rollout_us is not None else ""),
              f"  whole loop {total_us / 1e3:9.1f} ms/step = {summary['seconds_per_simulated_s']} s a simulated second "
              f"= {rtf}x real time"]

@@ -28,6 +28,12 @@ root that fell behind, and a take walking 10 % short of the clip's stride ends m
 and adds FALL_COST for every step left once the pelvis is below `fall_height` (a fall seen
 coming) or the rollout diverged. Pushes are not known to the planner; it meets them as it
 meets any error. Measured in docs/research/balance.md (ninth and tenth sessions).
+
+Two savings that leave the take the same to the bit (thirty-second session): the plan chosen
+is the next decision's nominal candidate, and where the take has followed it to the bit its
+rollout's last horizon - replan steps are that candidate's first, so only `replan` steps are
+played (`Trace`); and a rollout stops once its sum passes the cheapest plan played so far,
+which the workers share, each taking the next plan as it comes free.
 """
 from __future__ import annotations
 
@@ -470,23 +476,24 @@ class BalancePlanner(OffsetTracker):
         trace = self.followed(snap, now)
         first = int(trace is not None)
         rest, pending, parts = plans[first:], None, None
-        w = min(self.balance.workers, len(rest)) if self._pool is not None else 1
-        if self._pool is not None:  # dealt round-robin, so each worker starts with one of the likely
-            self._shared_best.value = np.inf  # cheap plans and its bound cuts its noisy ones sooner
-            pending = self._deal(now, lambda: self._pool.map(_worker_play, [(snap, rest[j::w], now, np.inf) for j in range(w)]))
+        if self._pool is not None:  # one plan a job, taken in order by whichever worker is free:
+            self._shared_best.value = np.inf  # the likely cheap plans first, so their costs bound the rest
+            pending = self._deal(now, lambda: [self._pool.submit(_worker_play, (snap, [U], now, np.inf)) for U in rest])
         if trace is not None:  # meanwhile here; the workers prune against it from then on
             costs[0] = self._continued(trace, plans[0], now)
             if pending is not None:
                 self._shared_best.value = min(self._shared_best.value, costs[0])
         if pending is not None:
-            parts = self._deal(now, lambda: list(pending))
+            parts = self._deal(now, lambda: [f.result() for f in pending])
         if parts is None:  # no workers, or they were lost: the same plans here, slower
-            w, parts = 1, [self._shadow_here.play_all(snap, rest, now, costs[0] if first else np.inf)]
-        for j, (c, n, kept) in enumerate(parts):
+            parts = [self._shadow_here.play_all(snap, rest, now, costs[0] if first else np.inf)]
+        j = first
+        for c, n, kept in parts:
             self.rollout_steps += n
-            costs[first + j::w] = c
             if kept is not None:
-                self._traces[first + j + kept[0] * w] = kept[1]
+                self._traces[j + kept[0]] = kept[1]
+            costs[j:j + len(c)] = c
+            j += len(c)
         return costs
 
     def _deal(self, now: int, work):
