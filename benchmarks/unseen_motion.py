@@ -5,7 +5,7 @@
 Every clip of the corpus in ../shared (the MASS clips beyond the bundled walk, the CMU walk
 and run, the Mixamo-named fixture) and transformed copies of them that stand for the defects
 real captures have (another library's bone-aligned joint axes with position channels on every
-joint, ZXY rotations and 30 fps; mirrored; retimed), each as `sinew simulate` plays it: no
+joint, ZXY rotations and 30 fps; mirrored; retimed; exported in place), each as `sinew simulate` plays it: no
 root residual, the balance planner on (one worker per core). Per clip: the kind, whether it
 fell or diverged (when), the mean joint error and root error against the clip, what the
 reference checks found, what was done with a clip that is not a loop, and the computing time
@@ -44,8 +44,12 @@ CLIPS = {
     "walk_bone_axes_30fps": ("walk", lambda d: _made(d, "walk_aligned", MASS / "walk.bvh", aligned=True, fps=30)),
     "cmu_walk_bone_axes_30fps": ("walk", lambda d: _made(d, "cmu_walk_aligned", MOCAP / "cmu_07_01_walk.bvh",
                                                         aligned=True, fps=30)),
+    "cmu_walk_in_place": ("walk", lambda d: _made(d, "cmu_walk_in_place", MOCAP / "cmu_07_01_walk.bvh", in_place=True)),
     "mixamo_fixture": ("other", lambda d: MOCAP / "mixamo_test_freebvh.bvh"),
+    "mixamo_fixture_in_place": ("other", lambda d: _made(d, "mixamo_in_place", MOCAP / "mixamo_test_freebvh.bvh",
+                                                       in_place=True)),
     "cmu_run": ("jog/run", lambda d: MOCAP / "cmu_009_09_01.bvh"),
+    "run_in_place": ("jog/run", lambda d: _made(d, "run_in_place", MASS / "run.bvh", in_place=True)),
     "run_bone_axes_30fps": ("jog/run", lambda d: _made(d, "run_aligned", MASS / "run.bvh", aligned=True, fps=30)),
     "cmu_run_bone_axes_30fps": ("jog/run", lambda d: _made(d, "cmu_run_aligned", MOCAP / "cmu_009_09_01.bvh",
                                                           aligned=True, fps=30)),
@@ -59,10 +63,12 @@ CLIPS = {
 }
 
 
-def _made(folder: Path, name: str, source: Path, aligned=False, mirror=False, fps=None) -> Path:
+def _made(folder: Path, name: str, source: Path, aligned=False, mirror=False, fps=None, in_place=False) -> Path:
     from tests import clips
 
     m = read_bvh(source)
+    if in_place:  # the root's horizontal travel taken out, as an "in place" export leaves it
+        m = clips.in_place(m)
     if mirror:
         m = clips.mirror(m)
     if fps:

@@ -159,6 +159,21 @@ def start_at(m: SourceMotion, phase: float) -> SourceMotion:
     return m.frames(slice(int(round(phase * (m.num_frames - 1))), None))
 
 
+def in_place(m: SourceMotion, keep_sway_s: float | None = None) -> SourceMotion:
+    """m with its root's horizontal travel taken out; with keep_sway_s, only its moving average
+    over that many seconds (the sway about it kept), as a root-motion extraction leaves it."""
+    r = m.root_translation.copy()
+    if keep_sway_s is None:
+        r[:, :2] = r[0, :2]
+    else:
+        n = max(int(round(keep_sway_s / m.frame_time)), 1)
+        pad = np.pad(r[:, :2], ((n // 2, n - 1 - n // 2), (0, 0)), mode="edge")
+        kernel = np.ones(n) / n
+        trend = np.stack([np.convolve(pad[:, k], kernel, mode="valid") for k in range(2)], 1)
+        r[:, :2] = r[:, :2] - trend + r[0, :2]
+    return SourceMotion(m.skeleton, m.rotations, r, m.frame_time, m.local_translations)
+
+
 def bone_aligned(m: SourceMotion, twist_seed: int = 0) -> SourceMotion:
     """The same motion on a skeleton whose joint axes run along its bones, as some mocap
     libraries write it: every bone's x axis points at its (first) child, turned about it by

@@ -20,7 +20,9 @@ EPILOG_RETARGET = """examples:
 
 A calibration pose at the start (T- or A-pose frames joined to the motion by a jump far
 above the clip's ordinary frame-to-frame change, or easing into it) is skipped, and the
-output says so.
+output says so. A clip exported "in place" (its root's travel taken out, so the feet slide
+back under a body stepping on the spot) gets the root path its feet give, and the output
+says so too.
 
 presets: mass (Character1_*), mixamo (mixamorig:*), rigify (DEF-*), unreal (pelvis, thigh_l,
 ...), cmu (Hips, LeftUpLeg, ...), smpl (pelvis, left_hip, ...). Without --preset every preset
@@ -36,6 +38,7 @@ def _summary_lines(ref, out: Path | None) -> list[str]:
     from ..motion.checks import summary_lines
     from ..motion import limits
     from ..motion.cleanup import describe as repaired
+    from ..motion.rootpath import describe as root_path
 
     s = ref.summary()
     m = ref.meta
@@ -62,6 +65,8 @@ def _summary_lines(ref, out: Path | None) -> list[str]:
         lines.append(f"limited     {limits.describe(m['limited'])}")
     if m.get("repaired"):
         lines.append(f"repaired    {repaired(m['repaired'])}")
+    if root_path(m.get("root_path")):
+        lines.append(f"root path   {root_path(m['root_path'])}")
     lines += [f"check       {line}" for line in summary_lines(m.get("checks"))]
     if out is not None:
         lines.append(f"reference   {out}")

@@ -23,6 +23,10 @@ def extra_lines(take) -> list[str]:
 
     out += [f"repaired    {Path(c['source']).name}: {repaired(c['repaired'])}" for c in take.meta["clips"]
             if c.get("repaired")]
+    from ..motion.rootpath import describe as root_path
+
+    out += [f"root path   {Path(c['source']).name}: {root_path(c.get('root_path'))}" for c in take.meta["clips"]
+            if root_path(c.get("root_path"))]
     out += [f"check       {Path(c['source']).name}: {line}" for c in take.meta["clips"]
             for line in check_lines(c.get("checks"))]
     out += [f"push        {push(r)}" for r in take.meta["summary"].get("pushes", [])]

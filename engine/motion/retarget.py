@@ -50,6 +50,7 @@ from .cleanup import repair_held, repair_spikes
 from .limits import within_range
 from .presets import resolve_mapping
 from .reference import Reference, foot_tracks, motion_metrics
+from .rootpath import rebuilt_root
 from .skeleton import SourceMotion, SourceSkeleton
 from .standing import SourcePose, source_pose
 
@@ -481,6 +482,11 @@ class Retargeter:
         root = self.scale * quat_rotate(self.heading, hips)
         body_rot, body_pos = model_bodies(rig, root, G)
         tracks = foot_tracks(rig, body_rot, body_pos)
+        rebuilt, root_path = rebuilt_root(tracks, root, fps)
+        if rebuilt is not None:  # an "in place" export: the root moved as its feet say it went
+            shift = rebuilt - root
+            root, body_pos = rebuilt, body_pos + shift[:, None]
+            tracks = [(low + shift, nxt + shift[1:]) for low, nxt in tracks]
         offset = 0.0
         if ground:
             offset = ground_offset(tracks, fps)
@@ -507,6 +513,7 @@ class Retargeter:
             calibration=cal.meta(skipped=not keep_calibration),
             source_pose=self.pose.meta(),
             repaired=repaired,
+            root_path=root_path,
             limited=limited,
             hinge_off_axis_deg=off_deg,
             retarget_seconds=round(time.perf_counter() - t0, 3),
