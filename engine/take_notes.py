@@ -1,8 +1,9 @@
 """A take in a few short notes, written once for every front end: the fall, calibration poses
-skipped, how the character stood, balanced, tired, slowed, came through pushes and met
-heading goals, and clips asking more than the body can do, each from the take's meta. The
-Blender operator says them in the status bar and the sidebar's last report (`bake_message`);
-`sinew simulate` and `sinew bake` print them as their "in short" line (`notes`)."""
+skipped, clips exported in place, how the character stood, balanced, tired, slowed, came
+through pushes and met heading goals, and clips asking more than the body can do, each from
+the take's meta. The Blender operator says them in the status bar and the sidebar's last
+report (`bake_message`); `sinew simulate` and `sinew bake` print them as their "in short"
+line (`notes`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 def notes(take) -> list[str]:
     """The take's notes that apply, in the order a reader wants them (the clips beyond the
     body last)."""
-    found = [note(take) for note in (fall_note, calibration_note, stand_note, balance_note, tiring_note,
+    found = [note(take) for note in (fall_note, calibration_note, root_path_note, stand_note, balance_note, tiring_note,
                                      pace_note, push_note, heading_note, clips_beyond_the_body)]
     return [n for n in found if n]
 
@@ -90,6 +91,15 @@ def calibration_note(take) -> str:
     parts = [f"skipped {'an' if c['calibration']['pose'] == 'A-pose' else 'a'} {c['calibration']['pose']} at the start "
              f"of {Path(c['source']).name} ({c['calibration']['frames']} frame{'s' if c['calibration']['frames'] > 1 else ''})"
              for c in take.meta.get("clips", []) if (c.get("calibration") or {}).get("skipped")]
+    return "; ".join(parts)
+
+
+def root_path_note(take) -> str:
+    """The clips exported in place whose root path was rebuilt from their feet
+    (engine.motion.rootpath), e.g. 'walk_in_place.bvh steps in place: its path rebuilt from its
+    feet (1.15 m/s)', or ''."""
+    parts = [f"{Path(c['source']).name} steps in place: its path rebuilt from its feet ({c['root_path']['feet_mps']:.2f} m/s)"
+             for c in take.meta.get("clips", []) if (c.get("root_path") or {}).get("rebuilt")]
     return "; ".join(parts)
 
 

@@ -98,3 +98,25 @@ def test_the_feet_give_the_root_velocity_whatever_the_roots_own_travel(rig):
     still = [(low - glide, nxt - glide[1:]) for low, nxt in feet]
     V0 = rootpath.feet_velocity(still, root - glide, fps)
     assert np.allclose(V0, V, atol=1e-9)
+
+
+def test_the_take_and_the_retarget_say_the_path_was_rebuilt(rig, tmp_path):
+    """The user hears of it where they look: `sinew retarget`'s summary, the take report's
+    lines and the take's notes (the Blender panel's words); a clip that travels says nothing."""
+    from engine.commands.retarget import _summary_lines
+    from engine.commands.take_report import extra_lines
+    from engine.control.tracking import TrackingParams
+    from engine.motion import write_bvh
+    from engine.take import simulate
+    from engine.take_notes import notes
+
+    path = tmp_path / "walk_in_place.bvh"
+    write_bvh(path, in_place(bundled("walk")))
+    said = {}
+    for clip in (path, MOCAP_DIR.parent / "mass" / "motion" / "walk.bvh"):
+        take = simulate(rig, [(clip, 0.1)], params=TrackingParams(residual=1.0), progress=lambda f: None)
+        ref = _ref(rig, read_clip(clip)[0])
+        said[clip.name] = ("\n".join(_summary_lines(ref, None)), "\n".join(extra_lines(take)), "; ".join(notes(take)))
+    assert all("in place" in text for text in said["walk_in_place.bvh"][:2])
+    assert "walk_in_place.bvh steps in place: its path rebuilt from its feet (1.15 m/s)" in said["walk_in_place.bvh"][2]
+    assert not any("in place" in text for text in said["walk.bvh"])
