@@ -174,6 +174,26 @@ def in_place(m: SourceMotion, keep_sway_s: float | None = None) -> SourceMotion:
     return SourceMotion(m.skeleton, m.rotations, r, m.frame_time, m.local_translations)
 
 
+def under_ground_root(m: SourceMotion, name: str = "root", carries_travel: bool = False) -> SourceMotion:
+    """m under a new root bone on the floor (as game skeletons and FBX conversions have it:
+    Unreal's `root`, an `Armature`), the hips below it with position channels. The root bone
+    stays at the origin, or with carries_travel it takes the hips' horizontal travel (root
+    motion) and the hips keep the rest."""
+    sk, F = m.skeleton, m.num_frames
+    J = sk.num_bones
+    parents = np.concatenate([[-1], np.where(sk.parents < 0, 0, sk.parents + 1)])
+    offsets = np.vstack([[0.0, 0.0, 0.0], sk.offsets])
+    rotations = np.concatenate([np.tile([1.0, 0.0, 0.0, 0.0], (F, 1, 1)), m.rotations], 1)
+    local = np.zeros((F, J + 1, 3))
+    local[:, 1:] = sk.offsets[None] if m.local_translations is None else m.local_translations
+    root = np.zeros((F, 3))
+    if carries_travel:
+        root[:, :2] = m.root_translation[:, :2]
+    local[:, 1] = m.root_translation - root
+    skeleton = SourceSkeleton([name] + sk.names, parents, offsets, None, {k + 1: v for k, v in sk.end_sites.items()})
+    return SourceMotion(skeleton, rotations, root, m.frame_time, local)
+
+
 def bone_aligned(m: SourceMotion, twist_seed: int = 0) -> SourceMotion:
     """The same motion on a skeleton whose joint axes run along its bones, as some mocap
     libraries write it: every bone's x axis points at its (first) child, turned about it by

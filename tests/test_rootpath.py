@@ -12,7 +12,7 @@ import pytest
 from engine.motion import rootpath
 from engine.motion.reference import foot_tracks
 from engine.motion.retarget import Retargeter, read_clip
-from tests.clips import MOCAP_DIR, bundled, in_place, mirror, resample
+from tests.clips import MOCAP_DIR, bundled, in_place, mirror, resample, under_ground_root
 
 
 def _ref(rig, m):
@@ -29,7 +29,11 @@ CLIPS = {
     "cmu walk (real)": lambda: read_clip(MOCAP_DIR / "cmu_07_01_walk.bvh")[0],
     "mixamo fixture (real, turns)": lambda: read_clip(MOCAP_DIR / "mixamo_test_freebvh.bvh")[0],
     "walk mirrored at 30 fps": lambda: resample(mirror(bundled("walk")), 30),
+    "kick under a root bone on the floor": lambda: under_ground_root(bundled("kick")),
 }
+# how each clip is exported in place: the root's travel taken out (for a skeleton under a root
+# bone on the floor, the hips' travel under it)
+IN_PLACE = {"kick under a root bone on the floor": lambda: under_ground_root(in_place(bundled("kick")))}
 
 
 @pytest.mark.parametrize("name", list(CLIPS))
@@ -39,11 +43,12 @@ def test_an_in_place_copy_walks_the_path_of_its_original(rig, name):
     capture's own foot skate, which the rebuilt path does not copy). The original is not
     touched: its root already travels as its feet give."""
     m = CLIPS[name]()
-    orig, copy = _ref(rig, m), _ref(rig, in_place(m))
+    orig = _ref(rig, m)
+    copy = _ref(rig, IN_PLACE[name]() if name in IN_PLACE else in_place(m))
     assert not orig.meta["root_path"]["rebuilt"]
     assert 0.75 < orig.meta["root_path"]["root_mps"] / orig.meta["root_path"]["feet_mps"] < 1.35
     rp = copy.meta["root_path"]
-    assert rp["rebuilt"] and rp["root_mps"] < 0.01 and rp["feet_mps"] > 0.5
+    assert rp["rebuilt"] and rp["root_mps"] < 0.01 and rp["feet_mps"] > rootpath.MOVING_MPS
     a, b = _path(orig), _path(copy)
     n = min(len(a), len(b))
     assert np.linalg.norm(a[:n] - b[:n], axis=1).mean() < 0.12
@@ -56,6 +61,15 @@ def test_an_in_place_copy_walks_the_path_of_its_original(rig, name):
     assert np.allclose(orig.root_pos[:n, 2], copy.root_pos[:n, 2], atol=6e-3)
     assert np.allclose(orig.q[:n, 3:], copy.q[:n, 3:], atol=1e-9)
     assert "in place" in rootpath.describe(rp) and rootpath.describe(orig.meta["root_path"]) == ""
+
+
+def test_root_motion_on_a_root_bone_of_its_own_is_travel(rig):
+    """A skeleton whose root bone on the floor carries the travel and whose hips carry the rest
+    (root motion, as game skeletons export it) retargets as the original: not in place."""
+    m = bundled("walk")
+    orig, copy = _ref(rig, m), _ref(rig, under_ground_root(m, carries_travel=True))
+    assert not copy.meta["root_path"]["rebuilt"]
+    assert np.allclose(orig.q, copy.q, atol=1e-9)
 
 
 def test_a_copy_that_keeps_its_sway_is_found_too(rig):
