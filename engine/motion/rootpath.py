@@ -22,7 +22,7 @@ between the windows around it.
 
 A clip is in place when its root travels less than IN_PLACE_SHARE of what its feet give by
 (1), counted as net displacement over half-second windows, and the feet give at least
-MOVING_MPS. Measured on the MASS clips and the real captures in ../shared (the walk, run,
+MOVING_MPS. Measured on the MASS clips and the real captures of issue 44's corpus (the walk, run,
 kick, dance, balance, pirouette, cartwheel, backflip; the CMU walk and run; the Mixamo
 fixture): their roots travel 0.8-1.3x what their feet give; the same clips with the root's
 horizontal travel removed 0.00x. Rebuilt, the copies' root paths lie 3-12 cm from the
