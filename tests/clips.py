@@ -174,6 +174,17 @@ def in_place(m: SourceMotion, keep_sway_s: float | None = None) -> SourceMotion:
     return SourceMotion(m.skeleton, m.rotations, r, m.frame_time, m.local_translations)
 
 
+def jitter(m: SourceMotion, deg: float = 0.5, seed: int = 0) -> SourceMotion:
+    """m with a capture's jitter: every joint turned by an independent random rotation of `deg`
+    per axis (normal), and the root moved by deg x 2 mm, in every frame (marker noise; a
+    markerless video capture's is larger)."""
+    rng = np.random.default_rng(seed)
+    F, J = m.rotations.shape[:2]
+    turn = axis_angle_to_quat(np.radians(deg) * rng.standard_normal((F, J, 3)))
+    root = m.root_translation + 2e-3 * deg * rng.standard_normal((F, 3))
+    return SourceMotion(m.skeleton, quat_multiply(m.rotations, turn), root, m.frame_time, m.local_translations)
+
+
 def under_ground_root(m: SourceMotion, name: str = "root", carries_travel: bool = False) -> SourceMotion:
     """m under a new root bone on the floor (as game skeletons and FBX conversions have it:
     Unreal's `root`, an `Armature`), the hips below it with position channels. The root bone

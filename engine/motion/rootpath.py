@@ -12,7 +12,10 @@ Were a foot planted, it would give the root the velocity
 
 where u_k is the horizontal velocity of the foot's lowest point (engine.motion.reference.
 foot_tracks) and v_root the root's: minus the foot's velocity relative to the root, which an
-export that removed the root's travel leaves as it was. Over a short window (WINDOW_S each
+export that removed the root's travel leaves as it was, smoothed over SMOOTH_S (a capture's
+jitter: 0.5 deg on every joint at 120 fps moves a foot ~1 m/s from frame to frame, and the
+mode below then locked onto the noise, a walk's rebuilt path 57 cm off its original's on
+average; smoothed, 7 cm, and 5 cm without the jitter). Over a short window (WINDOW_S each
 side) the planted foot's samples of (1) agree, since a body's velocity changes smoothly, while
 a swinging foot's spread over metres per second; the root's velocity is their mode: the
 median of the samples of both feet near the floor (within NEAR_FLOOR_M of each foot's own
@@ -25,9 +28,9 @@ A clip is in place when its root travels less than IN_PLACE_SHARE of what its fe
 MOVING_MPS. Measured on the MASS clips and the real captures of issue 44's corpus (the walk, run,
 kick, dance, balance, pirouette, cartwheel, backflip; the CMU walk and run; the Mixamo
 fixture): their roots travel 0.8-1.3x what their feet give; the same clips with the root's
-horizontal travel removed 0.00x. Rebuilt, the copies' root paths lie 3-12 cm from the
-originals' on average over the clip (the backflip's 26), a gap that is the captures' own foot
-skate (docs/research/balance.md, thirty-second session).
+horizontal travel removed 0.00x. Rebuilt, the copies' root paths lie 4-16 cm from the
+originals' on average over the clip (the walk's 5, the run's 14, the pirouette's 16), a gap
+that is mostly the captures' own foot skate (docs/research/balance.md, thirty-second session).
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ import warnings
 
 import numpy as np
 
+SMOOTH_S = 0.03  # s: each foot's velocity relative to the root is smoothed by a Gaussian this wide
 WINDOW_S = 0.15  # s each side of a frame whose root velocity the feet's samples give
 SPREAD_MPS = 0.3  # m/s: the mean shift's Gaussian (a swinging foot is metres per second away)
 SHIFTS = 3
@@ -51,7 +55,8 @@ def feet_velocity(tracks, root_pos: np.ndarray, fps: float) -> np.ndarray:
     the root's positions (F, 3) at `fps`."""
     h = np.stack([low[:-1, 2] for low, _ in tracks], 1)  # (N, feet)
     v = np.diff(root_pos[:, :2], axis=0) * fps
-    w = np.stack([v - (nxt - low[:-1])[:, :2] * fps for low, nxt in tracks], 1)  # (N, feet, 2) eq. 1
+    rel = np.stack([(nxt - low[:-1])[:, :2] * fps - v for low, nxt in tracks], 1)  # (N, feet, 2)
+    w = -smoothed(rel, SMOOTH_S * fps)  # eq. 1
     near = h < np.percentile(h, 5, axis=0) + NEAR_FLOOR_M
     N, feet = h.shape
     n = max(int(round(WINDOW_S * fps)), 1)
@@ -75,6 +80,17 @@ def feet_velocity(tracks, root_pos: np.ndarray, fps: float) -> np.ndarray:
     V[ok] = c
     idx = np.flatnonzero(ok)
     return np.stack([np.interp(np.arange(N), idx, V[idx, k]) for k in range(2)], 1)
+
+
+def smoothed(x: np.ndarray, sigma: float) -> np.ndarray:
+    """x (N, ...) smoothed along its first axis by a Gaussian of `sigma` samples, the ends
+    held (edge padding)."""
+    r = int(np.ceil(3 * sigma))
+    if r < 1:
+        return x
+    k = np.exp(-0.5 * (np.arange(-r, r + 1) / sigma) ** 2)
+    xp = np.pad(x, ((r, r),) + ((0, 0),) * (x.ndim - 1), mode="edge")
+    return np.lib.stride_tricks.sliding_window_view(xp, 2 * r + 1, axis=0) @ (k / k.sum())
 
 
 def travel_speed(velocity: np.ndarray, fps: float) -> float:
