@@ -445,9 +445,8 @@ class BalancePlanner(OffsetTracker):
         if balance.workers > 0:  # forked: the workers inherit the rig and the plan (nothing pickled)
             import multiprocessing as mp
 
-            # the cheapest plan any worker has played in this decision: each prunes against it
-            # (as one process prunes against its own), so a worker dealt only noisy plans need
-            # not play them to the end
+            # the cheapest plan played so far in this decision (by any worker, or the continued
+            # nominal here): every worker prunes against it, as one process prunes against its own
             self._shared_best = mp.get_context("fork").RawValue("d", np.inf)
             self._pool = process_pool(balance.workers, "fork", _worker_init, self._shadow_args + (self._shared_best,))
         else:
