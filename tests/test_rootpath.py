@@ -6,6 +6,10 @@ captures from outside MASS, also mirrored and at 30 fps. Each copy's rebuilt pat
 against the original's; the originals, which travel as their feet do, are left alone."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -140,5 +144,8 @@ def test_the_take_and_the_retarget_say_the_path_was_rebuilt(rig, tmp_path):
         ref = _ref(rig, read_clip(clip)[0])
         said[clip.name] = ("\n".join(_summary_lines(ref, None)), "\n".join(extra_lines(take)), "; ".join(notes(take)))
     assert all("in place" in text for text in said["walk_in_place.bvh"][:2])
+    out = subprocess.run([sys.executable, "-m", "engine", "retarget", str(path), "--out", str(tmp_path / "r.npz"), "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    assert json.loads(out.strip().splitlines()[-1])["root_path"]["rebuilt"] is True  # for scripts too
     assert "walk_in_place.bvh steps in place: its path rebuilt from its feet (1.14 m/s)" in said["walk_in_place.bvh"][2]
     assert not any("in place" in text for text in said["walk.bvh"])
