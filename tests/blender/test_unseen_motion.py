@@ -50,3 +50,40 @@ def test_an_armature_that_rests_as_a_line_retargets_simulates_and_bakes(sinew, f
     # the bake went back through the pose kept on the armature: the baked hips follow the clip's
     rt = sub(sinew, "retarget").retargeter(arm)
     assert rt.pose.frame == pose["frame"]
+
+
+def test_an_action_exported_in_place_walks_where_its_feet_take_it(sinew, fresh, tmp_path):
+    """A walk whose root's travel was taken out on export (Mixamo's "In Place"), imported with
+    Blender's BVH importer: the take's hips travel as the feet step, and the report says the
+    path was rebuilt from the feet."""
+    import addon_utils
+
+    from ..clips import in_place
+    from bl_ext.user_default.sinew.engine.motion import read_bvh, write_bvh
+
+    path = tmp_path / "walk_in_place.bvh"
+    write_bvh(path, in_place(read_bvh(WALK)))
+    addon_utils.enable("io_anim_bvh", default_set=True)
+    bpy.ops.import_anim.bvh(filepath=str(path), global_scale=0.01, update_scene_fps=True,
+                            update_scene_duration=True, axis_forward="-Z", axis_up="Y")
+    arm = bpy.context.active_object
+    scene = bpy.context.scene
+    scene.frame_end = int(arm.animation_data.action.frame_range[1])
+    hips = arm.pose.bones["Character1_Hips"]
+
+    def hips_at(frame):
+        scene.frame_set(frame)
+        return np.array(arm.matrix_world @ hips.head)[:2]
+
+    start, end = scene.frame_start, scene.frame_end
+    assert np.linalg.norm(hips_at(end) - hips_at(start)) < 0.05  # the clip steps on the spot
+    s = scene.sinew
+    s.armature = arm
+    assert bpy.ops.sinew.retarget() == {"FINISHED"}
+    s.clip_source, s.length_mode, s.seconds, s.fatigue_scale = "ACTION", "SECONDS", 0.75, 0.0
+    assert bpy.ops.sinew.simulate() == {"FINISHED"}, s.last_report
+    assert "steps in place: its path rebuilt from its feet" in s.last_report
+    take = json.loads(arm.animation_data.action["sinew_take"])
+    assert not take["summary"]["fell"]
+    baked_end = int(round(scene.frame_start + 0.7 * scene.render.fps))
+    assert np.linalg.norm(hips_at(baked_end) - hips_at(scene.frame_start)) > 0.5  # ~1.1 m/s for 0.7 s
