@@ -318,14 +318,13 @@ class Shadow:
         """The shadow at the snapshot (`restore`)."""
         restore(self.sim, self.ctl, snap)
 
-    def play(self, U: np.ndarray, start: int, bound: float = np.inf, keep: bool = False,
-             resume: Trace | None = None) -> float:
+    def play(self, U: np.ndarray, start: int, bound: float = np.inf, resume: Trace | None = None) -> float:
         """Eq. (1) summed over the horizon with the plan (U, start), from the loaded state, and
         eq. (3)'s tail; inf as soon as the sum passes `bound` or the workers' shared best (the
         cheapest plan found so far: every term is >= 0, so this one cannot win, and the plan
-        chosen is the same as without the bound). `keep`: a rollout played to its horizon
-        leaves its Trace in `trace`. `resume`: the loaded state is the end of that Trace, whose
-        costs from `start` on are this rollout's first steps (`continued`)."""
+        chosen is the same as without the bound). A rollout played to its horizon leaves its
+        Trace in `trace`. `resume`: the loaded state is the end of that Trace, whose costs from
+        `start` on are this rollout's first steps (`continued`)."""
         sim, ctl, b, shared = self.sim, self.ctl, self.balance, self.shared_best
         ctl.U, ctl.plan_start = U, start
         d = sim.physics.data
@@ -361,13 +360,11 @@ class Shadow:
                 return total + FALL_COST * (steps - t)
             if total > bound or (shared is not None and total > shared.value):
                 return np.inf
-            if keep:
-                costs.append(c)
-                if (t + 1) % b.replan == 0 or t + 1 == b.horizon:
-                    ctl.advance_pace(sim)  # as the take's is when it decides (the next act's is then a no-op)
-                    states[sim.steps] = snapshot(sim, ctl)
-        if keep:
-            self.trace = Trace(U, start, costs, states)
+            costs.append(c)
+            if (t + 1) % b.replan == 0 or t + 1 == b.horizon:
+                ctl.advance_pace(sim)  # as the take's is when it decides (the next act's is then a no-op)
+                states[sim.steps] = snapshot(sim, ctl)
+        self.trace = Trace(U, start, costs, states)
         if b.tail:  # eq. (3): the rest of the horizon the cost stands for, at its last steps' mean
             total += late / min(b.replan, b.horizon) * b.tail
         return total
@@ -378,7 +375,7 @@ class Shadow:
         checks both): the trace's steps from `start` on are U's first, so only the last
         start - trace.start steps are played, from the trace's end. The same cost to the bit."""
         self.load(trace.states[trace.start + self.balance.horizon])
-        return self.play(U, start, keep=True, resume=trace)
+        return self.play(U, start, resume=trace)
 
     def play_all(self, snap: dict, plans: list[np.ndarray], start: int,
                  bound: float = np.inf) -> tuple[list[float], int, tuple | None]:
@@ -389,7 +386,7 @@ class Shadow:
         kept, kept_cost = None, np.inf
         for j, U in enumerate(plans):
             self.load(snap)
-            out.append(self.play(U, start, best, keep=True))
+            out.append(self.play(U, start, best))
             if self.trace is not None and (kept is None or out[-1] < kept_cost):  # the first of equals, as argmin
                 kept, kept_cost = (j, self.trace), out[-1]
             best = min(best, out[-1])
@@ -425,8 +422,8 @@ def _worker_init(sim, plan, params, balance, shared_best) -> None:
 
 
 def _worker_play(job) -> tuple[list[float], int, tuple | None]:
-    snap, plans, start, bound = job
-    return _WORKER["shadow"].play_all(snap, plans, start, bound)
+    snap, plans, start = job
+    return _WORKER["shadow"].play_all(snap, plans, start)
 
 
 class BalancePlanner(OffsetTracker):
@@ -477,7 +474,7 @@ class BalancePlanner(OffsetTracker):
         rest, pending, parts = plans[first:], None, None
         if self._pool is not None:  # one plan a job, taken in order by whichever worker is free:
             self._shared_best.value = np.inf  # the likely cheap plans first, so their costs bound the rest
-            pending = self._deal(now, lambda: [self._pool.submit(_worker_play, (snap, [U], now, np.inf)) for U in rest])
+            pending = self._deal(now, lambda: [self._pool.submit(_worker_play, (snap, [U], now)) for U in rest])
         if trace is not None:  # meanwhile here; the workers prune against it from then on
             costs[0] = self._continued(trace, plans[0], now)
             if pending is not None:
