@@ -9,7 +9,7 @@ Each take starts at the clip's first frame with no root residual, as `sinew simu
 quarter, the report's push recovery and gait lines, and the computing time per simulated
 second. --seeds plays each take once per seed (the planner's draws); --horizon and --tail
 set the planner's rollout length and the steps its cost stands for beyond it (eq. 3 of
-engine/control/balance.py), --candidates its candidates and --feedback the swing-foot
+engine/control/balance.py), --candidates its candidates, --halving the plans it keeps after each round and --feedback the swing-foot
 placement's gain (engine/control/feedback.py), to measure a cheaper planner against the
 product's. Slow: ~20 s a simulated second on the 2-core reference machine, so the full list
 (60 s walk, three pushes, a Mixamo-style copy, the walk mirrored, played at 0.65 and at 1.25
@@ -81,6 +81,8 @@ def main() -> int:
     ap.add_argument("--tail", type=int, default=None, help="steps the cost stands for beyond the horizon (eq. 3)")
     ap.add_argument("--candidates", type=int, default=None, help="the planner's candidates (default: the product's)")
     ap.add_argument("--feedback", type=float, default=None, help="swing-foot placement gain, rad per m/s")
+    ap.add_argument("--halving", default=None,
+                    help="plans kept after each successive-halving round, comma-separated ('' for none; default: the product's)")
     ap.add_argument("--out", default=None, help="also write the table to this markdown file")
     a = ap.parse_args()
     import dataclasses
@@ -89,10 +91,11 @@ def main() -> int:
 
     rig = load_rig()
     balance, residual = check_balance("tracking", True, None, a.workers)
-    chosen = dict(horizon=a.horizon, tail=a.tail, candidates=a.candidates, feedback=a.feedback)
+    halving = None if a.halving is None else tuple(int(n) for n in a.halving.split(",") if n.strip())
+    chosen = dict(horizon=a.horizon, tail=a.tail, candidates=a.candidates, feedback=a.feedback, halving=halving)
     balance = dataclasses.replace(balance, **{k: v for k, v in chosen.items() if v is not None})
     print(f"planner: horizon {balance.horizon} steps, tail {balance.tail}, {balance.candidates} candidates, "
-          f"feedback {balance.feedback:g}", flush=True)
+          f"feedback {balance.feedback:g}, halving {balance.halving}", flush=True)
     rows = ["| take | seed | seconds | result | joint error | speed, last quarter (reference) | "
             "rollout steps a step | s a simulated s |", "|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:

@@ -40,7 +40,7 @@ def record(seconds: float, fatigue_scale: float, seed: int) -> list[tuple[np.nda
     decisions, horizon = [], bal.BalanceParams().horizon
     play, act = bal.Shadow.play, bal.BalancePlanner.act
 
-    def play_all_steps(self, U, start, bound=np.inf, resume=None):
+    def play_all_steps(self, U, start, bound=np.inf, resume=None, **rest):
         costs, cost = [], bal.rollout_cost
 
         def kept(sim, ctl):
@@ -48,7 +48,7 @@ def record(seconds: float, fatigue_scale: float, seed: int) -> list[tuple[np.nda
             return costs[-1]
         bal.rollout_cost = kept
         try:
-            total = play(self, U, start, np.inf, resume)
+            total = play(self, U, start, np.inf, resume, **rest)
         finally:
             bal.rollout_cost = cost
         if resume is not None:

@@ -164,6 +164,63 @@ def test_the_chosen_plans_rollout_is_continued_not_played_again(rig, monkeypatch
     assert b["rollout_steps"] < b0["rollout_steps"]
 
 
+def test_successive_halving_keeps_the_plans_its_rule_names(rig):
+    """BalanceParams.halving at one decision, against the rule applied to every plan's costs
+    played to the end: after round r (every 24 steps of 96) the best halving[r] sampled plans
+    by running cost go on, less those already past the nominal's cost; the survivors' costs
+    are their full sums to the bit, every other plan costs inf, and the argmin is the rule's."""
+    from engine.control.balance import BalanceParams, BalancePlanner, Shadow, snapshot
+
+    sim, plan = _walk_sim(rig, 2.0)
+    params = TrackingParams(residual=0.0)
+    b = BalanceParams(candidates=8, halving=(4, 2, 1))
+    planner = BalancePlanner(sim, plan, params, b, seed=2)
+    planner.U = np.full_like(planner.U, 0.03)  # a nominal that is not the no-offset plan
+    snap, plans = snapshot(sim, planner), planner.candidates(0)
+    got = planner.halved(snap, plans, 0, None)
+    shadow = Shadow(sim, plan, params, b)
+    full, running = [], []
+    for U in plans:
+        shadow.load(snap)
+        full.append(shadow.play(U, 0))
+        sums, total = [], 0.0
+        for c in shadow.trace.costs:
+            total += c
+            sums.append(total)
+        running.append(sums)
+    alive, bound = list(range(1, 8)), full[0]
+    for r, n in enumerate(b.halving):
+        at = lambda j: running[j][24 * (r + 1) - 1]
+        alive = sorted((j for j in alive if r == 0 or at(j) <= bound), key=lambda j: (at(j), j))[:n]
+    assert alive and all(got[j] == full[j] for j in [0] + alive if got[j] < np.inf)
+    assert all(got[j] == np.inf for j in range(1, 8) if j not in alive)
+    assert int(np.argmin(got)) == min([0] + alive, key=lambda j: (full[j], j))
+    assert planner.rollout_steps < 8 * 96 - 100  # 96 + 7 x 24 + 4 x 24 + 2 x 24 + 24 at most: 432
+
+
+def test_successive_halving_is_the_same_in_workers_and_in_process(rig):
+    """The rounds rank plans by sums no race between workers can change: a take with halving
+    is the same bit for bit in two workers as here, and plays fewer rollout steps than
+    without it."""
+    from engine.control.balance import BalanceParams
+    from engine.take import simulate
+
+    def take(workers, halving):
+        return simulate(rig, [(MOTION_DIR / "walk.bvh", 0.4)], seed=4, fps=120, progress=lambda f: None,
+                        params=TrackingParams(residual=0.0, balance=BalanceParams(candidates=7, horizon=48, halving=halving,
+                                                                                  workers=workers)))
+
+    here, forked, whole = take(0, (3,)), take(2, (3,)), take(0, ())
+    assert np.array_equal(here.q, forked.q) and np.array_equal(here.activation, forked.activation)
+    assert here.meta["balance"]["mean_best_cost"] == forked.meta["balance"]["mean_best_cost"]
+    assert here.meta["balance"]["rollout_steps"] < whole.meta["balance"]["rollout_steps"]
+    assert 0 < here.meta["balance"]["continued_share"] < 1
+    from engine.commands.take_report import balance
+
+    assert "7 candidates 0.4 s ahead, halved to 3 of them every 0.2 s;" in balance(here.meta["balance"])
+    assert "ahead; the last plan" in balance(whole.meta["balance"])
+
+
 def test_a_killed_planner_worker_does_not_lose_the_take(rig, capfd):
     """A worker process killed from outside mid-take (the OOM killer, a user's kill -9): the
     planner plans on in the take's process and the take ends as it would have, bit for bit,
@@ -402,6 +459,10 @@ def test_balance_options_are_checked(rig):
         TrackingParams(residual=0.0, balance=BalanceParams(candidates=1)).validate()
     with pytest.raises(ParameterError, match="balance.sigma_min"):
         TrackingParams(residual=0.0, balance=BalanceParams(sigma_min=0.2, sigma=0.1)).validate()
+    for halving, says in (((4, 8), "none more than the last"), ((15,), "under the 15 sampled plans"),
+                          ((0,), "whole numbers >= 1"), ((8, 4), "not a multiple of replan")):
+        with pytest.raises(ParameterError, match=f"balance.halving.*{says}"):
+            BalanceParams(halving=halving).validate()
     with pytest.raises(ParameterError, match="--residual"):
         check_balance("tracking", True, 0.5)
     with pytest.raises(ParameterError, match="--balance"):

@@ -76,10 +76,18 @@ def stand(st: dict) -> str:
 def balance(b: dict) -> str:
     """How the balance planner (engine.control.balance) steered the tracker."""
     return (f"planned ahead without the residual (predictive sampling, engine/control/balance.py): "
-            f"{b['plans']} plans of {b['candidates']} candidates {b['horizon_s']:g} s ahead; the last plan kept "
+            f"{b['plans']} plans of {b['candidates']} candidates {b['horizon_s']:g} s ahead{halved(b)}; the last plan kept "
             f"{100 * b['kept_share']:.0f} % of the time, no offsets {100 * b['no_offset_share']:.0f} %; offsets "
             f"{b['offset_deg_mean']:.1f} deg on average ({b['offset_deg_max']:.0f} at most)"
             + (f"; {b['workers_lost']}" if b.get("workers_lost") else ""))
+
+
+def halved(b: dict) -> str:
+    """', halved to 8, 4, 2 of them every 0.2 s' where the planner's rounds dropped plans."""
+    h = b.get("halving")  # takes before 2026-12-06: none
+    if not h:
+        return ""
+    return f", halved to {', '.join(map(str, h))} of them every {b['horizon_s'] / (len(h) + 1):g} s"
 
 
 def pace(take) -> str | None:

@@ -74,6 +74,10 @@ class BalanceParams:
     sigma: float = 0.1
     sigma_min: float = 0.05
     decay: float = 0.9  # the last plan's offsets shrink by this in the noisy candidates
+    # successive halving: the horizon cut into len(halving) + 1 equal rounds, and after round i
+    # only the best halving[i] of the sampled plans (the noisy ones and no offsets; the
+    # nominal always goes on) by running cost are played on. () plays every plan to the end
+    halving: tuple = ()
     knees: bool = False  # sample both knees' flexion too (a lower, bent-kneed gait)
     # rad per m/s: the swing hip placed by the centre of mass's velocity error after the
     # offsets (engine.control.feedback, eq. 1), in the take and its rollouts; 0: none
@@ -119,6 +123,16 @@ class BalanceParams:
                 raise ParameterError(f"balance.{name}", f"must be a finite number >= 0, got {v!r}")
         if not (isinstance(self.path_time, (int, float)) and np.isfinite(self.path_time) and self.path_time > 0):
             raise ParameterError("balance.path_time", f"must be a finite number of seconds > 0, got {self.path_time!r}")
+        h = tuple(self.halving)
+        rounds = self.horizon // (len(h) + 1)
+        if h and not (all(isinstance(n, (int, np.integer)) and n >= 1 for n in h) and list(h) == sorted(h, reverse=True)
+                      and h[0] < self.candidates - 1):
+            raise ParameterError("balance.halving", f"{h!r}: plans kept after each round, whole numbers >= 1, "
+                                 f"none more than the last and the first under the {self.candidates - 1} sampled plans")
+        if h and (rounds < self.replan or rounds % self.replan):
+            raise ParameterError("balance.halving", f"{len(h) + 1} rounds of a {self.horizon}-step horizon are "
+                                 f"{self.horizon / (len(h) + 1):g} steps, not a multiple of replan ({self.replan}): "
+                                 "a plan is resumed from the states kept every replan steps")
         if self.sigma_min > self.sigma:
             raise ParameterError("balance.sigma_min", f"{self.sigma_min:g} is above sigma ({self.sigma:g}): the noise "
                                  "runs from sigma_min up to sigma over the candidates")
@@ -269,17 +283,26 @@ def rollout_cost(sim, ctl: OffsetTracker) -> float:
 
 @dataclass
 class Trace:
-    """A rollout played to its horizon without falling: its plan (U, start), the cost of each
-    of its steps (eq. 1, in order) and its state (`snapshot`) after every `replan` steps and at
-    its end, by step count. The plan chosen at a decision is the next decision's nominal
-    candidate, shifted by `replan` steps (`shift_plan`): where the take has followed it to the
-    bit (no push, nothing changed), that candidate's first horizon - replan steps are this
-    rollout's last ones, and only `replan` steps are left to play (`Shadow.continued`)."""
+    """A rollout played without falling from its plan's start (U, start): the cost of each of
+    its steps (eq. 1, in order) and its state (`snapshot`) after every `replan` steps, by step
+    count; `end`, the step it reached (the horizon's, or a halving round's). A rollout is
+    resumed at its end (`Shadow.resume`). The plan chosen at a decision is the next decision's
+    nominal candidate, shifted by `replan` steps (`shift_plan`): where the take has followed it
+    to the bit (no push, nothing changed), that candidate's first horizon - replan steps are
+    this rollout's last ones, and only `replan` steps are left to play."""
 
     U: np.ndarray
     start: int
     costs: list
     states: dict
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.costs)
+
+    def ending(self) -> "Trace":
+        """This trace with its end state only: what a worker needs to resume it."""
+        return Trace(self.U, self.start, self.costs, {self.end: self.states[self.end]})
 
 
 def same_state(a, b) -> bool:
@@ -318,28 +341,32 @@ class Shadow:
         """The shadow at the snapshot (`restore`)."""
         restore(self.sim, self.ctl, snap)
 
-    def play(self, U: np.ndarray, start: int, bound: float = np.inf, resume: Trace | None = None) -> float:
+    def play(self, U: np.ndarray, start: int, bound: float = np.inf, resume: Trace | None = None,
+             until: int | None = None, shared: bool = True) -> float:
         """Eq. (1) summed over the horizon with the plan (U, start), from the loaded state, and
-        eq. (3)'s tail; inf as soon as the sum passes `bound` or the workers' shared best (the
-        cheapest plan found so far: every term is >= 0, so this one cannot win, and the plan
-        chosen is the same as without the bound). A rollout played to its horizon leaves its
-        Trace in `trace`. `resume`: the loaded state is the end of that Trace, whose costs from
-        `start` on are this rollout's first steps (`continued`)."""
-        sim, ctl, b, shared = self.sim, self.ctl, self.balance, self.shared_best
+        eq. (3)'s tail; inf as soon as the sum passes `bound` or (with `shared`) the workers'
+        shared best (the cheapest plan found so far: every term is >= 0, so this one cannot
+        win, and the plan chosen is the same as without the bound). A rollout played to its
+        horizon, or to `until` steps after `start` (a halving round's end: the sum so far is
+        returned), leaves its Trace in `trace`. `resume`: the loaded state is that Trace's end,
+        and its costs from `start` on are this rollout's first steps (`resume`)."""
+        sim, ctl, b = self.sim, self.ctl, self.balance
+        shared = self.shared_best if shared else None
         ctl.U, ctl.plan_start = U, start
         d = sim.physics.data
-        total, late = 0.0, 0.0  # late: the sum over the last `replan` steps (eq. 3)
+        total = 0.0
         steps = b.horizon + b.tail  # the steps the cost stands for
+        until = b.horizon if until is None else until
         first, costs, states = 0, [], {}
         self.trace = None
         if resume is not None:  # the steps played already, summed in the order they were played
-            first = resume.start + b.horizon - start
+            first = resume.end - start
             costs = resume.costs[start - resume.start:]
             for c in costs:
                 total += c
             states = {k: v for k, v in resume.states.items() if k > start}
         clock, seconds = time.perf_counter, self.seconds
-        for t in range(first, b.horizon):
+        for t in range(first, until):
             self.steps_played += 1
             try:
                 command = ctl.act(sim, sim.state)
@@ -352,8 +379,6 @@ class Shadow:
                 return total + DIVERGED_COST * (steps - t)
             c = rollout_cost(sim, ctl)
             total += c
-            if t >= b.horizon - b.replan:
-                late += c
             seconds["physics"] += t1 - t0
             seconds["cost"] += clock() - t1
             if d.qpos[2] < b.fall_height:
@@ -365,17 +390,22 @@ class Shadow:
                 ctl.advance_pace(sim)  # as the take's is when it decides (the next act's is then a no-op)
                 states[sim.steps] = snapshot(sim, ctl)
         self.trace = Trace(U, start, costs, states)
-        if b.tail:  # eq. (3): the rest of the horizon the cost stands for, at its last steps' mean
+        if b.tail and until == b.horizon:  # eq. (3): the rest of the horizon the cost stands for, at its last steps' mean
+            late = 0.0
+            for c in costs[-min(b.replan, b.horizon):]:
+                late += c
             total += late / min(b.replan, b.horizon) * b.tail
         return total
 
-    def continued(self, trace: Trace, U: np.ndarray, start: int) -> float:
-        """play(U, start) from the take's state at `start`, where the take followed `trace`'s
-        plan to the bit up to there and U is that plan shifted to `start` (BalancePlanner.costs
-        checks both): the trace's steps from `start` on are U's first, so only the last
-        start - trace.start steps are played, from the trace's end. The same cost to the bit."""
-        self.load(trace.states[trace.start + self.balance.horizon])
-        return self.play(U, start, resume=trace)
+    def resume(self, trace: Trace, U: np.ndarray, start: int, bound: float = np.inf, until: int | None = None,
+               shared: bool = True) -> float:
+        """play(U, start, ...) from `trace`'s end: a round of the same decision's rollout
+        (trace.start == start), or the take's state at `start` where the take followed the
+        trace's plan to the bit up to there and U is that plan shifted to `start`
+        (BalancePlanner.costs checks both): the trace's steps from `start` on are U's first,
+        and only the steps after its end are played. The same cost to the bit."""
+        self.load(trace.states[trace.end])
+        return self.play(U, start, bound, resume=trace, until=until, shared=shared)
 
     def play_all(self, snap: dict, plans: list[np.ndarray], start: int,
                  bound: float = np.inf) -> tuple[list[float], int, tuple | None]:
@@ -393,6 +423,27 @@ class Shadow:
             if shared is not None and best < shared.value:  # unlocked: a lost race leaves a looser
                 shared.value = best  # bound (still some played plan's cost), never a wrong one
         return out, self.steps_played - before, kept
+
+
+    def round(self, snap: dict, trace: Trace | None, U: np.ndarray, start: int, until: int,
+              bound: float, final: bool) -> tuple[float, int, Trace | None]:
+        """One halving round of one plan (BalancePlanner.halved): played from the snapshot, or
+        resumed at its trace's end, up to `until` steps after `start`; in the `final` round
+        pruned against the workers' shared best too, and its cost shared. (sum, rollout steps
+        played, the Trace: its new states only where it was resumed)."""
+        before = self.steps_played
+        if trace is None:
+            self.load(snap)
+            cost = self.play(U, start, bound, until=until, shared=final)
+        else:
+            cost = self.resume(trace, U, start, bound, until=until, shared=final)
+        shared = self.shared_best
+        if final and shared is not None and cost < shared.value:  # unlocked, as in play_all
+            shared.value = cost
+        out = self.trace
+        if out is not None and trace is not None:  # the caller has the states up to the trace's end
+            out = Trace(out.U, out.start, out.costs, {k: v for k, v in out.states.items() if k > trace.end})
+        return cost, self.steps_played - before, out
 
 
 def snapshot(sim, ctl: TrackingController) -> dict:
@@ -424,6 +475,10 @@ def _worker_init(sim, plan, params, balance, shared_best) -> None:
 def _worker_play(job) -> tuple[list[float], int, tuple | None]:
     snap, plans, start = job
     return _WORKER["shadow"].play_all(snap, plans, start)
+
+
+def _worker_round(job) -> tuple[float, int, Trace | None]:
+    return _WORKER["shadow"].round(*job)
 
 
 class BalancePlanner(OffsetTracker):
@@ -470,6 +525,8 @@ class BalancePlanner(OffsetTracker):
         was kept, in `_traces` by index (the cheapest a worker or this process played)."""
         costs, self._traces = [np.inf] * len(plans), {}
         trace = self.followed(snap, now)
+        if self.balance.halving:
+            return self.halved(snap, plans, now, trace)
         first = int(trace is not None)
         rest, pending, parts = plans[first:], None, None
         if self._pool is not None:  # one plan a job, taken in order by whichever worker is free:
@@ -492,6 +549,69 @@ class BalancePlanner(OffsetTracker):
             j += len(c)
         return costs
 
+    def halved(self, snap: dict, plans: list[np.ndarray], now: int, trace: Trace | None) -> list[float]:
+        """costs() by successive halving (BalanceParams.halving): every sampled plan is played
+        to the first round's end, the best halving[0] of them by their sums so far on to the
+        next round's, and so on to the horizon; the nominal (plans[0]) is continued from
+        `trace`, or played to the horizon, beside the first round. Plans dropped at a round
+        cost inf. A round prunes only against costs known before it starts (the nominal's;
+        the last round against the cheapest plan finished, as `costs` does), so the rounds
+        keep the same plans, and the take is the same, in workers and here."""
+        b = self.balance
+        costs, rounds = [np.inf] * len(plans), len(b.halving) + 1
+        ends = [b.horizon // rounds * (i + 1) for i in range(rounds - 1)] + [b.horizon]
+        alive: dict = {j: None for j in range(1, len(plans))}  # a sampled plan still played: its Trace so far
+        running: dict = {j: 0.0 for j in alive}
+        for r, until in enumerate(ends):
+            final = r == rounds - 1
+            order = sorted(alive, key=lambda j: (running[j], j))  # the likely cheap plans first
+            bound = min(costs) if r else np.inf
+            jobs = [(j, (snap if alive[j] is None else None, None if alive[j] is None else alive[j].ending(), plans[j], now, until,
+                         bound, final)) for j in order]
+            if r == 0 and trace is None:
+                jobs.insert(0, (0, (snap, None, plans[0], now, b.horizon, np.inf, False)))
+            nominal = (lambda: self._continued(trace, plans[0], now)) if r == 0 and trace is not None else None
+            results, nominal_cost = self._round(jobs, now, final, bound, nominal)
+            if nominal is not None:
+                costs[0] = nominal_cost
+            for (j, _), (cost, n, tr) in zip(jobs, results):
+                self.rollout_steps += n
+                if tr is not None and alive.get(j) is not None:  # the states up to the round's start were here
+                    tr = Trace(plans[j], now, tr.costs, {**alive[j].states, **tr.states})
+                if tr is not None and tr.end < now + b.horizon:
+                    alive[j], running[j] = tr, cost
+                    continue
+                costs[j] = cost  # played to the horizon, fallen, diverged or pruned
+                alive.pop(j, None)
+                if tr is not None:
+                    self._traces[j] = tr
+            if not final:
+                for j in sorted(alive, key=lambda j: (running[j], j))[b.halving[r]:]:
+                    del alive[j]
+        return costs
+
+    def _round(self, jobs: list, now: int, final: bool, bound: float, nominal=None) -> tuple[list, float | None]:
+        """Shadow.round for each (plan index, arguments) job, on the workers (each taking the
+        next as it comes free) or here, and nominal() here meanwhile: (the results in the jobs'
+        order, nominal's cost). In the final round each plan is pruned against the cheapest
+        finished before it: here in order, in the workers by their shared best."""
+        pending = None
+        if self._pool is not None:
+            self._shared_best.value = bound
+            pending = self._deal(now, lambda: [self._pool.submit(_worker_round, job) for _, job in jobs])
+        nominal_cost = nominal() if nominal is not None else None
+        if pending is not None and final and nominal_cost is not None:
+            self._shared_best.value = min(self._shared_best.value, nominal_cost)
+        results = self._deal(now, lambda: [f.result() for f in pending]) if pending is not None else None
+        if results is None:  # no workers, or they were lost: the same rounds here, slower
+            results, best = [], bound
+            for _, job in jobs:
+                snap_, tr, U, start, until, b_, fin = job
+                results.append(self._shadow_here.round(snap_, tr, U, start, until, min(b_, best) if fin else b_, fin))
+                if fin:
+                    best = min(best, results[-1][0])
+        return results, nominal_cost
+
     def _deal(self, now: int, work):
         """work() on the worker pool at step `now`; None, and planning on in this process from
         then on, if a worker died."""
@@ -513,7 +633,7 @@ class BalancePlanner(OffsetTracker):
             self._shadow_main = self._shadow_here or Shadow(*self._shadow_args)
         sh = self._shadow_main
         before = sh.steps_played
-        cost = sh.continued(trace, U, now)
+        cost = sh.resume(trace, U, now)
         self.rollout_steps += sh.steps_played - before
         self.continued += 1
         if sh.trace is not None:
@@ -568,6 +688,7 @@ class BalancePlanner(OffsetTracker):
         """What the take's metadata keeps of the planning."""
         n, b = max(self.plans, 1), self.balance
         return dict(plans=self.plans, candidates=b.candidates, horizon_s=round(b.horizon * self.dt, 3),
+                    halving=list(b.halving),
                     rollout_steps=self.rollout_steps,
                     mean_best_cost=round(self.cost_sum / n, 3),
                     kept_share=round(self.kept / n, 3), no_offset_share=round(self.zero / n, 3),
