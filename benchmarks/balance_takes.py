@@ -1,7 +1,8 @@
 """Benchmark: issue 16's residual-free takes under the balance planner (`--balance`).
 
     python benchmarks/balance_takes.py [--takes fresh,mixamo,push_fwd,...] [--seconds S] [--seeds 0,1,...]
-                                       [--horizon STEPS --tail STEPS --candidates N --feedback GAIN] [--out FILE.md]
+                                       [--horizon STEPS --tail STEPS --candidates N --halving N,N,N --feedback GAIN]
+                                       [--out FILE.md]
 
 Each take starts at the clip's first frame with no root residual, as `sinew simulate
 --balance` plays it (worker processes: one per core). Reports per take whether it fell
@@ -9,11 +10,12 @@ Each take starts at the clip's first frame with no root residual, as `sinew simu
 quarter, the report's push recovery and gait lines, and the computing time per simulated
 second. --seeds plays each take once per seed (the planner's draws); --horizon and --tail
 set the planner's rollout length and the steps its cost stands for beyond it (eq. 3 of
-engine/control/balance.py), --candidates its candidates, --halving the plans it keeps after each round and --feedback the swing-foot
-placement's gain (engine/control/feedback.py), to measure a cheaper planner against the
-product's. Slow: ~20 s a simulated second on the 2-core reference machine, so the full list
-(60 s walk, three pushes, a Mixamo-style copy, the walk mirrored, played at 0.65 and at 1.25
-of its pace, the tired walk, 10 s of the bundled sprint) takes ~60 minutes; results are in
+engine/control/balance.py), --candidates its candidates, --halving the plans it keeps after
+each round of successive halving and --feedback the swing-foot placement's gain
+(engine/control/feedback.py), to measure a cheaper planner against the product's. Slow:
+~6-10 s a simulated second on the 2-core reference machine, so the full list (60 s walk,
+three pushes, a Mixamo-style copy, the walk mirrored, played at 0.65 and at 1.25 of its pace,
+the tired walk, 10 s of the bundled sprint) takes ~30 minutes; results are in
 docs/research/balance.md (tenth session on).
 """
 import argparse

@@ -86,15 +86,23 @@ def exact_steps(totals, running, continued: bool) -> int:
     return steps
 
 
-def halving_pick(totals, running, keep) -> tuple[int, int]:
+def halving_pick(totals, running, keep, projected: bool = False) -> tuple[int, int]:
     """(the plan picked, rollout steps) when the best keep[i] of the noisy and no-offset
-    candidates by running cost go on at CHECKPOINTS[i], the nominal continued (12 steps)."""
-    alive, steps, prev = list(range(1, len(totals))), 12, 0
-    for t, n in zip(CHECKPOINTS + (running.shape[1],), tuple(keep) + (None,)):
+    candidates by running cost go on at CHECKPOINTS[i], the nominal continued (12 steps).
+    `projected`: ranked by the running cost plus the steps left at the mean cost of the last
+    12 (eq. 3's tail, to the horizon)."""
+    alive, steps, prev, H = list(range(1, len(totals))), 12, 0, running.shape[1]
+
+    def rank(k, t):
+        if not projected:
+            return running[k, t - 1]
+        return running[k, t - 1] + (H - t) * (running[k, t - 1] - running[k, t - 13]) / 12
+
+    for t, n in zip(CHECKPOINTS + (H,), tuple(keep) + (None,)):
         steps += len(alive) * (t - prev)
         prev = t
         if n is not None:
-            alive = sorted(alive, key=lambda k: running[k, t - 1])[:n]
+            alive = sorted(alive, key=lambda k: rank(k, t))[:n]
     return min([0] + alive, key=lambda k: totals[k]), steps
 
 
@@ -112,11 +120,12 @@ def main() -> int:
         for continued in (False, True):
             n = np.mean([exact_steps(t, r, continued) for t, r in decisions])
             print(f"  exact pruning{' with the continued nominal' if continued else ''}: {n:.0f} steps a decision")
-        for keep in ((10, 6, 3), (8, 4, 2), (6, 3, 2)):
-            picks = [halving_pick(t, r, keep) for t, r in decisions]
+        for keep, projected in [(k, p) for p in (False, True) for k in ((10, 6, 3), (8, 4, 2), (6, 3, 2))]:
+            picks = [halving_pick(t, r, keep, projected) for t, r in decisions]
             kept = np.mean([p == b for (p, _), b in zip(picks, best)])
             regret = [t[p] / t[b] - 1 for (p, _), b, (t, _) in zip(picks, best, decisions)]
-            print(f"  halving to {keep}: {np.mean([s for _, s in picks]):.0f} steps a decision, the plan kept at "
+            name = f"{keep}{' projected' if projected else ''}"
+            print(f"  halving to {name}: {np.mean([s for _, s in picks]):.0f} steps a decision, the plan kept at "
                   f"{kept:.0%} of decisions, regret {np.mean(regret):.3f} mean, {np.max(regret):.2f} at most")
     return 0
 
