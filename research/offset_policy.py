@@ -216,6 +216,7 @@ def main() -> int:
     f.add_argument("--out", required=True)
     f.add_argument("--evaluate", type=int, default=3)
     f.add_argument("--mlp", action="store_true", help="an MLP instead of ridge regression")
+    f.add_argument("--fit-steps", type=int, default=4000, help="the MLP's Adam steps (batch 128)")
     f.add_argument("--seconds", type=float, default=10.0)
     d = sub.add_parser("dagger")
     d.add_argument("policy")
@@ -228,7 +229,7 @@ def main() -> int:
     if a.cmd == "expert":
         expert(a.seeds, a.seconds, a.lam, a.out)
     elif a.cmd == "learn":
-        pol = fit_mlp(a.labels) if a.mlp else fit(a.labels)
+        pol = fit_mlp(a.labels, a.fit_steps) if a.mlp else fit(a.labels)
         np.savez(a.out, **pol)
         for k in range(a.evaluate):
             w, _, _, err = learner_take(pol, a.seconds, seed=k, nudge=0.0 if k == 0 else 0.05)

@@ -607,9 +607,7 @@ class BalancePlanner(OffsetTracker):
         if self._pool is not None:
             self._shared_best.value = bound
             pending = self._deal(now, lambda: [self._pool.submit(_worker_round, job) for _, job in jobs])
-        nominal_cost = nominal() if nominal is not None else None
-        if pending is not None and final and nominal_cost is not None:
-            self._shared_best.value = min(self._shared_best.value, nominal_cost)
+        nominal_cost = nominal() if nominal is not None else None  # (the first round's: never the final)
         results = self._deal(now, lambda: [f.result() for f in pending]) if pending is not None else None
         if results is None:  # no workers, or they were lost: the same rounds here, slower
             results, best = [], bound
