@@ -18,7 +18,8 @@ noise: research/offset_labels.py). `expert` plays that teacher and keeps a label
 its decisions; `dagger` plays the learner from the clip's start with its velocities nudged and
 keeps the teacher's label at every decision it meets until it falls. `learn` fits ridge
 regression (lambda by held-out file) on every file given and plays the learner alone from the
-start: seconds walked, joint error. The tracker alone falls after ~3.7 s.
+start: seconds walked, joint error. The tracker alone falls after ~3 s. `dagger --after`
+starts episodes later in the walk, after the product's planner has played the first seconds.
 Results: docs/research/policy_from_expert.md (thirty-third session).
 """
 import argparse
@@ -186,11 +187,15 @@ def act(pol, x):
     return (h @ pol["w2"] + pol["b2"]) * pol["ys"] + pol["ym"]
 
 
-def learner_take(pol, seconds, seed, nudge, lam=0.1, teach=False):
+def learner_take(pol, seconds, seed, nudge, lam=0.1, teach=False, after: float = 0.0):
+    """The learner from the clip's start, or from `after` seconds of the product's planner
+    (its takes' later states); its decisions labelled by the teacher with `teach`."""
     from engine.kinematics import joint_errors_deg
 
     w = Walker(seconds, seed, lam, nudge)
     X, Y, errs = [], [], []
+    while w.sim.steps < round(after * 120 / w.b.replan) * w.b.replan and not w.down():
+        w.sim.step(w.ctl.act(w.sim, w.sim.state))
     while w.sim.time < seconds and not w.down():
         x = w.observe()
         if teach:
@@ -224,6 +229,8 @@ def main() -> int:
     d.add_argument("--first-seed", type=int, default=100)
     d.add_argument("--seconds", type=float, default=6.0)
     d.add_argument("--nudge", type=float, default=0.05)
+    d.add_argument("--after", type=float, nargs="+", default=[0.0],
+                   help="episodes start after this many seconds of the product's planner (one value per episode, cycled)")
     d.add_argument("--out", required=True)
     a = ap.parse_args()
     if a.cmd == "expert":
@@ -238,10 +245,12 @@ def main() -> int:
         pol = dict(np.load(a.policy))
         X, Y = [], []
         for k in range(a.episodes):
-            w, x, y, err = learner_take(pol, a.seconds, a.first_seed + k, a.nudge, teach=True)
+            after = a.after[k % len(a.after)]
+            w, x, y, err = learner_take(pol, a.seconds, a.first_seed + k, a.nudge, teach=True, after=after)
             X += x
             Y += y
-            print(f"dagger episode {k}: {'fell at' if w.down() else 'walked'} {w.sim.time:.2f} s, {len(X)} labels", flush=True)
+            print(f"dagger episode {k} (from {after:g} s): {'fell at' if w.down() else 'walked'} {w.sim.time:.2f} s, "
+                  f"{len(X)} labels", flush=True)
         np.savez(a.out, X=np.array(X), Y=np.array(Y))
     return 0
 
