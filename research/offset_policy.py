@@ -3,6 +3,7 @@
     python research/offset_policy.py expert --seeds 0 1 --seconds 6 --out round0_a.npz
     python research/offset_policy.py learn round0_*.npz --out policy.npz [--evaluate 4]
     python research/offset_policy.py dagger policy.npz --episodes 4 --seconds 6 --out round1_a.npz
+    python research/offset_policy.py evaluate policy.npz --starts 8 --seconds 20
 
 The learner: every `replan` steps (0.1 s) it maps what it observes - the policy's state and
 fatigue features (engine.control.policy), the reference 0.1 s on as target features, and the
@@ -223,6 +224,10 @@ def main() -> int:
     f.add_argument("--mlp", action="store_true", help="an MLP instead of ridge regression")
     f.add_argument("--fit-steps", type=int, default=4000, help="the MLP's Adam steps (batch 128)")
     f.add_argument("--seconds", type=float, default=10.0)
+    v = sub.add_parser("evaluate")
+    v.add_argument("policy")
+    v.add_argument("--starts", type=int, default=8)
+    v.add_argument("--seconds", type=float, default=20.0)
     d = sub.add_parser("dagger")
     d.add_argument("policy")
     d.add_argument("--episodes", type=int, default=2)
@@ -239,6 +244,11 @@ def main() -> int:
         pol = fit_mlp(a.labels, a.fit_steps) if a.mlp else fit(a.labels)
         np.savez(a.out, **pol)
         for k in range(a.evaluate):
+            w, _, _, err = learner_take(pol, a.seconds, seed=k, nudge=0.0 if k == 0 else 0.05)
+            print(f"  learner alone, start {k}: {'fell at' if w.down() else 'walked'} {w.sim.time:.2f} s, {err:.1f} deg", flush=True)
+    elif a.cmd == "evaluate":
+        pol = dict(np.load(a.policy))
+        for k in range(a.starts):
             w, _, _, err = learner_take(pol, a.seconds, seed=k, nudge=0.0 if k == 0 else 0.05)
             print(f"  learner alone, start {k}: {'fell at' if w.down() else 'walked'} {w.sim.time:.2f} s, {err:.1f} deg", flush=True)
     else:
