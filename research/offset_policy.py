@@ -46,14 +46,14 @@ class Walker:
     """A simulation of the bundled walk with the offset tracker on it, the teacher's shadow,
     and the observation and label of a decision."""
 
-    def __init__(self, seconds: float, seed: int, lam: float, nudge: float = 0.0):
+    def __init__(self, seconds: float, seed: int, lam: float, nudge: float = 0.0, clip=WALK):
         from engine.control.plan import MotionPlan, load_clip
         from engine.control.tracking import TrackingParams
         from engine.rig import load_rig
         from engine.simulation import Simulation
 
         self.rig = rig = load_rig()
-        ref, name = load_clip(rig, WALK)
+        ref, name = load_clip(rig, clip)
         self.plan = MotionPlan(rig, [(ref, seconds + 2.0, name)])
         self.sim = Simulation(rig)
         q0, v0, _ = self.plan.sample(0)
@@ -188,12 +188,12 @@ def act(pol, x):
     return (h @ pol["w2"] + pol["b2"]) * pol["ys"] + pol["ym"]
 
 
-def learner_take(pol, seconds, seed, nudge, lam=0.1, teach=False, after: float = 0.0):
+def learner_take(pol, seconds, seed, nudge, lam=0.1, teach=False, after: float = 0.0, clip=WALK):
     """The learner from the clip's start, or from `after` seconds of the product's planner
     (its takes' later states); its decisions labelled by the teacher with `teach`."""
     from engine.kinematics import joint_errors_deg
 
-    w = Walker(seconds, seed, lam, nudge)
+    w = Walker(seconds, seed, lam, nudge, clip)
     X, Y, errs = [], [], []
     while w.sim.steps < round(after * 120 / w.b.replan) * w.b.replan and not w.down():
         w.sim.step(w.ctl.act(w.sim, w.sim.state))
@@ -228,6 +228,7 @@ def main() -> int:
     v.add_argument("policy")
     v.add_argument("--starts", type=int, default=8)
     v.add_argument("--seconds", type=float, default=20.0)
+    v.add_argument("--clip", default=str(WALK), help="a BVH clip to walk (default: the bundled walk)")
     d = sub.add_parser("dagger")
     d.add_argument("policy")
     d.add_argument("--episodes", type=int, default=2)
@@ -249,7 +250,7 @@ def main() -> int:
     elif a.cmd == "evaluate":
         pol = dict(np.load(a.policy))
         for k in range(a.starts):
-            w, _, _, err = learner_take(pol, a.seconds, seed=k, nudge=0.0 if k == 0 else 0.05)
+            w, _, _, err = learner_take(pol, a.seconds, seed=k, nudge=0.0 if k == 0 else 0.05, clip=a.clip)
             print(f"  learner alone, start {k}: {'fell at' if w.down() else 'walked'} {w.sim.time:.2f} s, {err:.1f} deg", flush=True)
     else:
         pol = dict(np.load(a.policy))
