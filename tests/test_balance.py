@@ -199,9 +199,9 @@ def test_successive_halving_keeps_the_plans_its_rule_names(rig):
 
 
 def test_successive_halving_is_the_same_in_workers_and_in_process(rig):
-    """The rounds rank plans by sums no race between workers can change: a take with halving
-    is the same bit for bit in two workers as here, and plays fewer rollout steps than
-    without it."""
+    """Halving plays its rounds in the take's process whatever the workers (on the workers its
+    takes differed at round-off now and then): a take with halving is the same bit for bit
+    with two workers as without, and plays fewer rollout steps than a take without halving."""
     from engine.control.balance import BalanceParams
     from engine.take import simulate
 

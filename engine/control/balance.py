@@ -38,7 +38,7 @@ which the workers share, each taking the next plan as it comes free.
 Successive halving (`BalanceParams.halving`, off by default: it changes the take, and the
 tired minute fell with it) plays every sampled plan only to the end of a first round, the
 best of them by their sums so far on to the next, and so on; a plan is resumed from its
-Trace's state at the round's end, in whichever worker is free.
+Trace's state at the round's end, in the take's process.
 """
 from __future__ import annotations
 
@@ -436,9 +436,9 @@ class Shadow:
     def round(self, snap: dict, trace: Trace | None, U: np.ndarray, start: int, until: int,
               bound: float, final: bool) -> tuple[float, int, Trace | None]:
         """One halving round of one plan (BalancePlanner.halved): played from the snapshot, or
-        resumed at its trace's end, up to `until` steps after `start`; in the `final` round
-        pruned against the workers' shared best too, and its cost shared. (sum, rollout steps
-        played, the Trace: its new states only where it was resumed)."""
+        resumed at its trace's end, up to `until` steps after `start`, pruned against `bound`
+        (and in the `final` round against a shared best, where this shadow has one). (sum,
+        rollout steps played, the Trace: its new states only where it was resumed)."""
         before = self.steps_played
         if trace is None:
             self.load(snap)
@@ -483,10 +483,6 @@ def _worker_init(sim, plan, params, balance, shared_best) -> None:
 def _worker_play(job) -> tuple[list[float], int, tuple | None]:
     snap, plans, start = job
     return _WORKER["shadow"].play_all(snap, plans, start)
-
-
-def _worker_round(job) -> tuple[float, int, Trace | None]:
-    return _WORKER["shadow"].round(*job)
 
 
 class BalancePlanner(OffsetTracker):
@@ -563,8 +559,8 @@ class BalancePlanner(OffsetTracker):
         next round's, and so on to the horizon; the nominal (plans[0]) is continued from
         `trace`, or played to the horizon, beside the first round. Plans dropped at a round
         cost inf. A round prunes only against costs known before it starts (the nominal's;
-        the last round against the cheapest plan finished, as `costs` does), so the rounds
-        keep the same plans, and the take is the same, in workers and here."""
+        the last round against the cheapest plan finished, as `costs` does). Played in this
+        process (`_round`), with or without workers."""
         b = self.balance
         costs, rounds = [np.inf] * len(plans), len(b.halving) + 1
         ends = [b.horizon // rounds * (i + 1) for i in range(rounds - 1)] + [b.horizon]
@@ -579,7 +575,7 @@ class BalancePlanner(OffsetTracker):
             if r == 0 and trace is None:
                 jobs.insert(0, (0, (snap, None, plans[0], now, b.horizon, np.inf, False)))
             nominal = (lambda: self._continued(trace, plans[0], now)) if r == 0 and trace is not None else None
-            results, nominal_cost = self._round(jobs, now, final, bound, nominal)
+            results, nominal_cost = self._round(jobs, final, bound, nominal)
             if nominal is not None:
                 costs[0] = nominal_cost
             for (j, _), (cost, n, tr) in zip(jobs, results):
@@ -598,25 +594,26 @@ class BalancePlanner(OffsetTracker):
                     del alive[j]
         return costs
 
-    def _round(self, jobs: list, now: int, final: bool, bound: float, nominal=None) -> tuple[list, float | None]:
-        """Shadow.round for each (plan index, arguments) job, on the workers (each taking the
-        next as it comes free) or here, and nominal() here meanwhile: (the results in the jobs'
-        order, nominal's cost). In the final round each plan is pruned against the cheapest
-        finished before it: here in order, in the workers by their shared best."""
-        pending = None
-        if self._pool is not None:
-            self._shared_best.value = bound
-            pending = self._deal(now, lambda: [self._pool.submit(_worker_round, job) for _, job in jobs])
-        nominal_cost = nominal() if nominal is not None else None  # (the first round's: never the final)
-        results = self._deal(now, lambda: [f.result() for f in pending]) if pending is not None else None
-        if results is None:  # no workers, or they were lost: the same rounds here, slower
-            results, best = [], bound
-            for _, job in jobs:
-                snap_, tr, U, start, until, b_, fin = job
-                results.append(self._shadow_here.round(snap_, tr, U, start, until, min(b_, best) if fin else b_, fin))
-                if fin:
-                    best = min(best, results[-1][0])
+    def _round(self, jobs: list, final: bool, bound: float, nominal=None) -> tuple[list, float | None]:
+        """Shadow.round for each (plan index, arguments) job, in this process (in the final
+        round each plan pruned against the cheapest finished before it), after nominal():
+        (the results in the jobs' order, nominal's cost). Not on the workers: played there, the
+        rounds' takes differed from this process's at round-off on 1 run in 6 to 3 in 4 (a race
+        not found yet, thirty-third session), and halving is a measurement, not the default."""
+        nominal_cost = nominal() if nominal is not None else None
+        sh = self._local_shadow()
+        results, best = [], bound
+        for _, (snap, tr, U, start, until, b, fin) in jobs:
+            results.append(sh.round(snap, tr, U, start, until, min(b, best) if fin else b, fin))
+            if fin:
+                best = min(best, results[-1][0])
         return results, nominal_cost
+
+    def _local_shadow(self) -> Shadow:
+        """This process's shadow (`_shadow_here`, or one made beside the workers)."""
+        if self._shadow_main is None:
+            self._shadow_main = self._shadow_here or Shadow(*self._shadow_args)
+        return self._shadow_main
 
     def _deal(self, now: int, work):
         """work() on the worker pool at step `now`; None, and planning on in this process from
@@ -635,9 +632,7 @@ class BalancePlanner(OffsetTracker):
 
     def _continued(self, trace: Trace, U: np.ndarray, now: int) -> float:
         """Shadow.continued on this process's shadow (one made for it where workers play the rest)."""
-        if self._shadow_main is None:
-            self._shadow_main = self._shadow_here or Shadow(*self._shadow_args)
-        sh = self._shadow_main
+        sh = self._local_shadow()
         before = sh.steps_played
         cost = sh.resume(trace, U, now)
         self.rollout_steps += sh.steps_played - before
