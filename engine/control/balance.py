@@ -308,10 +308,6 @@ class Trace:
     def end(self) -> int:
         return self.start + len(self.costs)
 
-    def ending(self) -> "Trace":
-        """This trace with its end state only: what a worker needs to resume it."""
-        return Trace(self.U, self.start, self.costs, {self.end: self.states[self.end]})
-
 
 def same_state(a, b) -> bool:
     """Whether two snapshots (`snapshot`) are equal to the bit: arrays, numbers and the objects
@@ -350,16 +346,15 @@ class Shadow:
         restore(self.sim, self.ctl, snap)
 
     def play(self, U: np.ndarray, start: int, bound: float = np.inf, resume: Trace | None = None,
-             until: int | None = None, shared: bool = True) -> float:
+             until: int | None = None) -> float:
         """Eq. (1) summed over the horizon with the plan (U, start), from the loaded state, and
-        eq. (3)'s tail; inf as soon as the sum passes `bound` or (with `shared`) the workers'
-        shared best (the cheapest plan found so far: every term is >= 0, so this one cannot
-        win, and the plan chosen is the same as without the bound). A rollout played to its
+        eq. (3)'s tail; inf as soon as the sum passes `bound` or the workers' shared best (the
+        cheapest plan found so far: every term is >= 0, so this one cannot win, and the plan
+        chosen is the same as without the bound). A rollout played to its
         horizon, or to `until` steps after `start` (a halving round's end: the sum so far is
         returned), leaves its Trace in `trace`. `resume`: the loaded state is that Trace's end,
         and its costs from `start` on are this rollout's first steps (`resume`)."""
-        sim, ctl, b = self.sim, self.ctl, self.balance
-        shared = self.shared_best if shared else None
+        sim, ctl, b, shared = self.sim, self.ctl, self.balance, self.shared_best
         ctl.U, ctl.plan_start = U, start
         d = sim.physics.data
         total = 0.0
@@ -405,15 +400,14 @@ class Shadow:
             total += late / min(b.replan, b.horizon) * b.tail
         return total
 
-    def resume(self, trace: Trace, U: np.ndarray, start: int, bound: float = np.inf, until: int | None = None,
-               shared: bool = True) -> float:
+    def resume(self, trace: Trace, U: np.ndarray, start: int, bound: float = np.inf, until: int | None = None) -> float:
         """play(U, start, ...) from `trace`'s end: a round of the same decision's rollout
         (trace.start == start), or the take's state at `start` where the take followed the
         trace's plan to the bit up to there and U is that plan shifted to `start`
         (BalancePlanner.costs checks both): the trace's steps from `start` on are U's first,
         and only the steps after its end are played. The same cost to the bit."""
         self.load(trace.states[trace.end])
-        return self.play(U, start, bound, resume=trace, until=until, shared=shared)
+        return self.play(U, start, bound, resume=trace, until=until)
 
     def play_all(self, snap: dict, plans: list[np.ndarray], start: int,
                  bound: float = np.inf) -> tuple[list[float], int, tuple | None]:
@@ -431,27 +425,6 @@ class Shadow:
             if shared is not None and best < shared.value:  # unlocked: a lost race leaves a looser
                 shared.value = best  # bound (still some played plan's cost), never a wrong one
         return out, self.steps_played - before, kept
-
-
-    def round(self, snap: dict, trace: Trace | None, U: np.ndarray, start: int, until: int,
-              bound: float, final: bool) -> tuple[float, int, Trace | None]:
-        """One halving round of one plan (BalancePlanner.halved): played from the snapshot, or
-        resumed at its trace's end, up to `until` steps after `start`, pruned against `bound`
-        (and in the `final` round against a shared best, where this shadow has one). (sum,
-        rollout steps played, the Trace: its new states only where it was resumed)."""
-        before = self.steps_played
-        if trace is None:
-            self.load(snap)
-            cost = self.play(U, start, bound, until=until, shared=final)
-        else:
-            cost = self.resume(trace, U, start, bound, until=until, shared=final)
-        shared = self.shared_best
-        if final and shared is not None and cost < shared.value:  # unlocked, as in play_all
-            shared.value = cost
-        out = self.trace
-        if out is not None and trace is not None:  # the caller has the states up to the trace's end
-            out = Trace(out.U, out.start, out.costs, {k: v for k, v in out.states.items() if k > trace.end})
-        return cost, self.steps_played - before, out
 
 
 def snapshot(sim, ctl: TrackingController) -> dict:
@@ -557,57 +530,54 @@ class BalancePlanner(OffsetTracker):
         """costs() by successive halving (BalanceParams.halving): every sampled plan is played
         to the first round's end, the best halving[0] of them by their sums so far on to the
         next round's, and so on to the horizon; the nominal (plans[0]) is continued from
-        `trace`, or played to the horizon, beside the first round. Plans dropped at a round
-        cost inf. A round prunes only against costs known before it starts (the nominal's;
-        the last round against the cheapest plan finished, as `costs` does). Played in this
-        process (`_round`), with or without workers."""
-        b = self.balance
-        costs, rounds = [np.inf] * len(plans), len(b.halving) + 1
+        `trace`, or played to the horizon, first. Plans dropped at a round cost inf. Round 0
+        ranks every sampled plan; a later round prunes against the plans finished before it
+        starts (the nominal's), the last one also against each plan it finishes, as `costs`
+        does. Played in this process, with or without workers: on the workers the rounds'
+        takes differed from this process's at round-off on 1 run in 6 to 3 in 4 (a race not
+        found yet, thirty-third session), and halving is a measurement, not the default."""
+        b, sh = self.balance, self._local_shadow()
+        rounds = len(b.halving) + 1
         ends = [b.horizon // rounds * (i + 1) for i in range(rounds - 1)] + [b.horizon]
+        costs = [np.inf] * len(plans)
+        if trace is not None:
+            costs[0] = self._continued(trace, plans[0], now)
+        else:
+            costs[0] = self._played(sh, snap, None, plans[0], now, b.horizon, np.inf)[0]
+            if sh.trace is not None:
+                self._traces[0] = sh.trace
         alive: dict = {j: None for j in range(1, len(plans))}  # a sampled plan still played: its Trace so far
         running: dict = {j: 0.0 for j in alive}
         for r, until in enumerate(ends):
-            final = r == rounds - 1
-            order = sorted(alive, key=lambda j: (running[j], j))  # the likely cheap plans first
-            bound = min(costs) if r else np.inf
-            jobs = [(j, (snap, None, plans[j], now, until, bound, final) if alive[j] is None else
-                     (None, alive[j].ending(), plans[j], now, until, bound, final)) for j in order]
-            if r == 0 and trace is None:
-                jobs.insert(0, (0, (snap, None, plans[0], now, b.horizon, np.inf, False)))
-            nominal = (lambda: self._continued(trace, plans[0], now)) if r == 0 and trace is not None else None
-            results, nominal_cost = self._round(jobs, final, bound, nominal)
-            if nominal is not None:
-                costs[0] = nominal_cost
-            for (j, _), (cost, n, tr) in zip(jobs, results):
-                self.rollout_steps += n
-                if tr is not None and alive.get(j) is not None:  # the states up to the round's start were here
-                    tr = Trace(plans[j], now, tr.costs, {**alive[j].states, **tr.states})
+            bound = min(costs) if r else np.inf  # round 0 ranks every sampled plan
+            for j in sorted(alive, key=lambda j: (running[j], j)):  # the likely cheap plans first
+                cost, tr = self._played(sh, snap, alive[j], plans[j], now, until, bound)
                 if tr is not None and tr.end < now + b.horizon:
                     alive[j], running[j] = tr, cost
                     continue
                 costs[j] = cost  # played to the horizon, fallen, diverged or pruned
-                alive.pop(j, None)
+                del alive[j]
                 if tr is not None:
                     self._traces[j] = tr
-            if not final:
+                if r == rounds - 1:
+                    bound = min(bound, cost)
+            if r < rounds - 1:
                 for j in sorted(alive, key=lambda j: (running[j], j))[b.halving[r]:]:
                     del alive[j]
         return costs
 
-    def _round(self, jobs: list, final: bool, bound: float, nominal=None) -> tuple[list, float | None]:
-        """Shadow.round for each (plan index, arguments) job, in this process (in the final
-        round each plan pruned against the cheapest finished before it), after nominal():
-        (the results in the jobs' order, nominal's cost). Not on the workers: played there, the
-        rounds' takes differed from this process's at round-off on 1 run in 6 to 3 in 4 (a race
-        not found yet, thirty-third session), and halving is a measurement, not the default."""
-        nominal_cost = nominal() if nominal is not None else None
-        sh = self._local_shadow()
-        results, best = [], bound
-        for _, (snap, tr, U, start, until, b, fin) in jobs:
-            results.append(sh.round(snap, tr, U, start, until, min(b, best) if fin else b, fin))
-            if fin:
-                best = min(best, results[-1][0])
-        return results, nominal_cost
+    def _played(self, sh: Shadow, snap: dict, trace: Trace | None, U: np.ndarray, now: int, until: int,
+                bound: float) -> tuple[float, Trace | None]:
+        """sh.play(U, now, bound) up to `until` steps, from the decision's snapshot or resumed
+        at `trace`'s end; its rollout steps counted. (the sum, its Trace)."""
+        before = sh.steps_played
+        if trace is None:
+            sh.load(snap)
+            cost = sh.play(U, now, bound, until=until)
+        else:
+            cost = sh.resume(trace, U, now, bound, until)
+        self.rollout_steps += sh.steps_played - before
+        return cost, sh.trace
 
     def _local_shadow(self) -> Shadow:
         """This process's shadow (`_shadow_here`, or one made beside the workers)."""
