@@ -69,6 +69,135 @@ def rename(m: SourceMotion, style: str) -> SourceMotion:
     return _renamed(m, [n.replace("Character1_", prefix) for n in m.skeleton.names])
 
 
+# Other libraries' bone names for the MASS skeleton's bones (its CMU-style names, `rename`
+# "cmu"): "{Side}" Left/Right, "{S}" L/R, "{s}" l/r, "{side}" left/right. Each is how that
+# library names these bones (no bone added or removed: `daz_chains` adds Daz's extra ones).
+LIBRARY_NAMES = {
+    "xsens_mvn": {"Hips": "Hips", "Spine": "Chest", "Spine1": "Chest2", "Neck": "Neck", "Head": "Head",
+                  "{Side}Shoulder": "{Side}Collar", "{Side}Arm": "{Side}Shoulder", "{Side}ForeArm": "{Side}Elbow",
+                  "{Side}Hand": "{Side}Wrist", "{Side}UpLeg": "{Side}Hip", "{Side}Leg": "{Side}Knee",
+                  "{Side}Foot": "{Side}Ankle", "{Side}ToeBase": "{Side}Toe"},
+    "optitrack": {"Hips": "Hip", "Spine": "Ab", "Spine1": "Chest", "Neck": "Neck", "Head": "Head",
+                  "{Side}Shoulder": "{S}Shoulder", "{Side}Arm": "{S}UArm", "{Side}ForeArm": "{S}FArm",
+                  "{Side}Hand": "{S}Hand", "{Side}UpLeg": "{S}Thigh", "{Side}Leg": "{S}Shin", "{Side}Foot": "{S}Foot",
+                  "{Side}ToeBase": "{S}Toe"},
+    "3dsmax_biped": {"Hips": "Bip001 Pelvis", "Spine": "Bip001 Spine", "Spine1": "Bip001 Spine2", "Neck": "Bip001 Neck",
+                     "Head": "Bip001 Head", "{Side}Shoulder": "Bip001 {S} Clavicle", "{Side}Arm": "Bip001 {S} UpperArm",
+                     "{Side}ForeArm": "Bip001 {S} Forearm", "{Side}Hand": "Bip001 {S} Hand",
+                     "{Side}UpLeg": "Bip001 {S} Thigh", "{Side}Leg": "Bip001 {S} Calf", "{Side}Foot": "Bip001 {S} Foot",
+                     "{Side}ToeBase": "Bip001 {S} Toe0"},
+    "poser": {"Hips": "hip", "Spine": "abdomen", "Spine1": "chest", "Neck": "neck", "Head": "head",
+              "{Side}Shoulder": "{s}Collar", "{Side}Arm": "{s}Shldr", "{Side}ForeArm": "{s}ForeArm", "{Side}Hand": "{s}Hand",
+              "{Side}UpLeg": "{s}Thigh", "{Side}Leg": "{s}Shin", "{Side}Foot": "{s}Foot", "{Side}ToeBase": "{s}Toe"},
+    "daz_genesis": {"Hips": "hip", "Spine": "abdomenLower", "Spine1": "chestUpper", "Neck": "neckLower", "Head": "head",
+                    "{Side}Shoulder": "{s}Collar", "{Side}Arm": "{s}ShldrBend", "{Side}ForeArm": "{s}ForearmBend",
+                    "{Side}Hand": "{s}Hand", "{Side}UpLeg": "{s}ThighBend", "{Side}Leg": "{s}Shin",
+                    "{Side}Foot": "{s}Foot", "{Side}ToeBase": "{s}Toe"},
+    "rokoko": {"Hips": "Hips", "Spine": "Spine1", "Spine1": "Spine4", "Neck": "Neck", "Head": "Head",
+               "{Side}Shoulder": "{Side}Shoulder", "{Side}Arm": "{Side}Arm", "{Side}ForeArm": "{Side}ForeArm",
+               "{Side}Hand": "{Side}Hand", "{Side}UpLeg": "{Side}Thigh", "{Side}Leg": "{Side}Shin",
+               "{Side}Foot": "{Side}Foot", "{Side}ToeBase": "{Side}Toe"},
+    "bandai_namco": {"Hips": "Hips", "Spine": "Spine", "Spine1": "Chest", "Neck": "Neck", "Head": "Head",
+                     "{Side}Shoulder": "Shoulder_{S}", "{Side}Arm": "UpperArm_{S}", "{Side}ForeArm": "LowerArm_{S}",
+                     "{Side}Hand": "Hand_{S}", "{Side}UpLeg": "UpperLeg_{S}", "{Side}Leg": "LowerLeg_{S}",
+                     "{Side}Foot": "Foot_{S}", "{Side}ToeBase": "Toes_{S}"},
+    "lafan1": {"Hips": "Hips", "Spine": "Spine", "Spine1": "Spine2", "Neck": "Neck", "Head": "Head",
+               "{Side}Shoulder": "{Side}Shoulder", "{Side}Arm": "{Side}Arm", "{Side}ForeArm": "{Side}ForeArm",
+               "{Side}Hand": "{Side}Hand", "{Side}UpLeg": "{Side}UpLeg", "{Side}Leg": "{Side}Leg",
+               "{Side}Foot": "{Side}Foot", "{Side}ToeBase": "{Side}Toe"},
+    "character_creator": {"Hips": "CC_Base_Hip", "Spine": "CC_Base_Waist", "Spine1": "CC_Base_Spine02",
+                          "Neck": "CC_Base_NeckTwist01", "Head": "CC_Base_Head",
+                          "{Side}Shoulder": "CC_Base_{S}_Clavicle", "{Side}Arm": "CC_Base_{S}_Upperarm",
+                          "{Side}ForeArm": "CC_Base_{S}_Forearm", "{Side}Hand": "CC_Base_{S}_Hand",
+                          "{Side}UpLeg": "CC_Base_{S}_Thigh", "{Side}Leg": "CC_Base_{S}_Calf",
+                          "{Side}Foot": "CC_Base_{S}_Foot", "{Side}ToeBase": "CC_Base_{S}_ToeBase"},
+    "vrm": {"Hips": "J_Bip_C_Hips", "Spine": "J_Bip_C_Spine", "Spine1": "J_Bip_C_Chest", "Neck": "J_Bip_C_Neck",
+            "Head": "J_Bip_C_Head", "{Side}Shoulder": "J_Bip_{S}_Shoulder", "{Side}Arm": "J_Bip_{S}_UpperArm",
+            "{Side}ForeArm": "J_Bip_{S}_LowerArm", "{Side}Hand": "J_Bip_{S}_Hand", "{Side}UpLeg": "J_Bip_{S}_UpperLeg",
+            "{Side}Leg": "J_Bip_{S}_LowerLeg", "{Side}Foot": "J_Bip_{S}_Foot", "{Side}ToeBase": "J_Bip_{S}_ToeBase"},
+    "snake_case": {"Hips": "hips", "Spine": "spine", "Spine1": "chest", "Neck": "neck", "Head": "head",
+                   "{Side}Shoulder": "{side}_clavicle", "{Side}Arm": "{side}_upper_arm", "{Side}ForeArm": "{side}_lower_arm",
+                   "{Side}Hand": "{side}_hand", "{Side}UpLeg": "{side}_upper_leg", "{Side}Leg": "{side}_lower_leg",
+                   "{Side}Foot": "{side}_foot", "{Side}ToeBase": "{side}_toes"},
+}
+
+
+def library_names(library: str) -> dict[str, str]:
+    """{CMU-style name: `library`'s name} for the MASS skeleton's bones (LIBRARY_NAMES)."""
+    out = {}
+    for cmu, theirs in LIBRARY_NAMES[library].items():
+        sides = (("Left", "L", "l", "left"), ("Right", "R", "r", "right")) if "{Side}" in cmu else ((None,) * 4,)
+        for Side, S, s, side in sides:
+            fill = (lambda n: n) if Side is None else (
+                lambda n: n.replace("{Side}", Side).replace("{S}", S).replace("{s}", s).replace("{side}", side))
+            out[fill(cmu)] = fill(theirs)
+    return out
+
+
+def rename_as(m: SourceMotion, library: str) -> SourceMotion:
+    """The clip with its bones named as `library` names them (LIBRARY_NAMES)."""
+    m = rename(m, "cmu")
+    names = library_names(library)
+    return _renamed(m, [names[n] for n in m.skeleton.names])
+
+
+def insert_bone(m: SourceMotion, parent: str, name: str, adopts: list[str], share: float = 0.0,
+                twist: bool = False) -> SourceMotion:
+    """The clip with a bone `name` put between `parent` and its children `adopts`, its head
+    `share` of the way to theirs (their common offset's direction). twist=True moves the
+    parent's twist about that direction into the new bone (as Daz's ThighTwist, ShldrTwist
+    and ForearmTwist carry it): every bone's world rotation below the parent is unchanged."""
+    skel = m.skeleton
+    pi = skel.index(parent)
+    kids = [skel.index(n) for n in adopts]
+    off = skel.offsets[kids[0]]
+    order = list(range(pi + 1)) + [-1] + list(range(pi + 1, skel.num_bones))  # -1: the new bone
+    new_index = {j: i for i, j in enumerate(order)}
+    parents, offsets = [], []
+    for j in order:
+        if j == -1:
+            parents.append(new_index[pi])
+            offsets.append(share * off)
+        elif j in kids:
+            parents.append(new_index[-1])
+            offsets.append(skel.offsets[j] - share * off)
+        else:
+            parents.append(-1 if skel.parents[j] < 0 else new_index[skel.parents[j]])
+            offsets.append(skel.offsets[j])
+    rest = np.array([[1.0, 0, 0, 0] if j == -1 else skel.rest_rotations[j] for j in order])
+    names = [name if j == -1 else skel.names[j] for j in order]
+    ends = {new_index[j]: v for j, v in skel.end_sites.items()}
+    rot = np.concatenate([m.rotations[:, :pi + 1], np.tile([1.0, 0, 0, 0], (m.num_frames, 1, 1)),
+                          m.rotations[:, pi + 1:]], axis=1)
+    if twist:  # r = swing * twist about the bone's direction d (in the parent bone's frame)
+        d = off / np.linalg.norm(off)
+        r = m.rotations[:, pi]
+        tw = np.concatenate([r[:, :1], (r[:, 1:] @ d)[:, None] * d], axis=1)
+        tw /= np.linalg.norm(tw, axis=1, keepdims=True)
+        rot[:, new_index[pi]] = quat_multiply(r, quat_conjugate(tw))
+        rot[:, new_index[-1]] = tw
+    local = None
+    if m.local_translations is not None:
+        raise ValueError("insert_bone: a clip with position channels on its joints is not handled")
+    return SourceMotion(SourceSkeleton(names, parents, np.array(offsets), rest, ends), rot, m.root_translation,
+                        m.frame_time, local)
+
+
+def daz_chains(m: SourceMotion) -> SourceMotion:
+    """The clip as Daz Genesis 8 builds its skeleton: Daz's names (LIBRARY_NAMES), a "pelvis"
+    under the "hip" that carries the thighs, twist bones inside the limbs' chains (the thigh's,
+    the upper arm's and the forearm's twist in ThighTwist, ShldrTwist and ForearmTwist) and a
+    metatarsal bone between the foot and the toes."""
+    m = rename_as(m, "daz_genesis")
+    m = insert_bone(m, "hip", "pelvis", ["lThighBend", "rThighBend"])
+    for s in "lr":
+        m = insert_bone(m, f"{s}ThighBend", f"{s}ThighTwist", [f"{s}Shin"], 0.5, twist=True)
+        m = insert_bone(m, f"{s}ShldrBend", f"{s}ShldrTwist", [f"{s}ForearmBend"], 0.5, twist=True)
+        m = insert_bone(m, f"{s}ForearmBend", f"{s}ForearmTwist", [f"{s}Hand"], 0.5, twist=True)
+        m = insert_bone(m, f"{s}Foot", f"{s}Metatarsals", [f"{s}Toe"], 0.5)
+    return m
+
+
 def resample(m: SourceMotion, fps: float) -> SourceMotion:
     return m.resample(fps)
 

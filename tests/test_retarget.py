@@ -24,6 +24,7 @@ from engine.transforms import (
     quat_to_matrix,
 )
 
+from . import clips
 from .conftest import MOTION_DIR
 
 WALK, RUN = MOTION_DIR / "walk.bvh", MOTION_DIR / "run.bvh"
@@ -131,6 +132,53 @@ def test_guess_maps_an_unknown_naming_like_the_preset(walk):
     # the namespace-free Mixamo names (as in many BVH exports) still hit the preset
     m2 = rename(walk, {k: v.replace("mixamorig:", "mixamorig7:") for k, v in MIXAMO.items()})
     assert resolve_mapping(m2.skeleton)[1] == "mixamo"
+
+
+@needs_mass
+@pytest.mark.parametrize("library", sorted(clips.LIBRARY_NAMES))
+def test_other_libraries_bone_names_map_as_the_originals(rig, walk, walk_ref, library):
+    """The walk with its bones named as another library names them (Xsens MVN, OptiTrack,
+    3ds Max Biped, Poser, Daz, Rokoko, Bandai Namco, LAFAN1, Character Creator, VRM, ...):
+    every body maps to the bone the MASS names give it, and the reference is the same."""
+    m = clips.rename_as(walk, library)
+    names = clips.library_names(library)
+    truth = {b: names[s.replace("Character1_", "")] for b, s in walk_ref[1].mapping.items()}
+    mapping, label = resolve_mapping(m.skeleton)
+    assert mapping == truth, {b: (mapping.get(b), truth[b]) for b in truth if mapping.get(b) != truth[b]}
+    ref, _ = retarget(m, rig)
+    assert np.array_equal(ref.q, walk_ref[0].q)
+    if library == "lafan1":  # Mixamo's names but "LeftToe": the guess gives the toes the preset missed
+        assert label == "mixamo + guess" and match_preset(m.skeleton, "mixamo").get("FootThumbL") is None
+
+
+@needs_mass
+def test_twist_bones_inside_a_limbs_chain_turn_the_limb(rig, walk, walk_ref):
+    """Daz Genesis's skeleton: a "pelvis" under the "hip" carrying the thighs, twist bones
+    inside the limbs' chains (ThighBend -> ThighTwist -> Shin: the thigh's twist is in
+    ThighTwist) and a metatarsal bone before the toes. The limbs turn as the twist bones do:
+    the reference is the original's, and back on the Daz skeleton the twist bones turn as the
+    original's thighs and arms do (the bend bones take the rest)."""
+    daz = clips.daz_chains(walk)
+    ref, rt = retarget(daz, rig)
+    sk = daz.skeleton
+    assert rt.mapping["Pelvis"] == "pelvis" and rt.mapping["Spine"] == "abdomenLower"
+    assert rt.mapping["FemurL"] == "lThighBend" and sk.names[rt.turn_of[rig.body_index("FemurL")]] == "lThighTwist"
+    assert sk.names[rt.turn_of[rig.body_index("ForeArmR")]] == "rForearmTwist"
+    assert np.abs(ref.q - walk_ref[0].q).max() < 1e-9
+    # the twist is there to lose: the bend bones alone turn the thighs and arms this far off
+    W, _ = daz.fk()
+    lost = _angle_deg(W[:, sk.index("lThighBend")], W[:, sk.index("lThighTwist")]).max()
+    assert lost > 3.0
+    back = rt.reference_to_source(ref, original=daz)
+    walk_back = walk_ref[1].reference_to_source(walk_ref[0], original=walk)
+    Wb, Ww = back.fk()[0], walk_back.fk()[0]
+    for daz_bone, mass_bone in (("lThighTwist", "Character1_LeftUpLeg"), ("rShldrTwist", "Character1_RightArm"),
+                                ("rShin", "Character1_RightLeg")):
+        err = _angle_deg(Wb[:, sk.index(daz_bone)], Ww[:, walk.skeleton.index(mass_bone)]).max()
+        assert err < 1e-4, (daz_bone, err)  # degrees: round-off
+    # the twist bones keep the original's own rotations
+    j = sk.index("lThighTwist")
+    assert np.allclose(back.rotations[:, j], daz.rotations[:, j])
 
 
 @needs_mass

@@ -8,7 +8,8 @@ local rotation. The model's bodies (rigs/human284):
     ShoulderR/L (clavicle), ArmR/L, ForeArmR/L, HandR/L
 
 `resolve_mapping` is the one entry point: an explicit map (dict or JSON file) wins, then a
-named preset, then the best-scoring preset, then a structural guess from names and topology.
+named preset, then the best-scoring preset (a structural guess from names and topology
+giving the bodies its names miss, where the two agree), then the guess alone.
 """
 from __future__ import annotations
 
@@ -214,6 +215,11 @@ def _stem(tokens: list[str]) -> str:
     return "".join(t for t in tokens if t not in ("left", "right", "l", "r", "def", "mixamorig"))
 
 
+def is_twist_bone(name: str) -> bool:
+    """A twist or roll helper by its name (Daz's lThighTwist, Unreal's upperarm_twist_01_l)."""
+    return any("twist" in t or "roll" in t for t in _tokens(name))
+
+
 def guess_mapping(skeleton: SourceSkeleton) -> dict[str, str]:
     """A mapping from bone names and the hierarchy, for skeletons no preset fits.
 
@@ -275,7 +281,7 @@ def guess_mapping(skeleton: SourceSkeleton) -> dict[str, str]:
             fore = nearest_up(hand, ("forearm", "lowerarm", "elbow", "arm"), ("up",))
             if fore is not None:
                 m["ForeArm" + s] = fore
-                arm = nearest_up(fore, ("upperarm", "arm", "shoulder", "humerus"), ("fore", "lower"))
+                arm = nearest_up(fore, ("upperarm", "arm", "shoulder", "shldr", "humerus"), ("fore", "lower"))
                 if arm is not None:
                     m["Arm" + s] = arm
                     clav = nearest_up(arm, ("clavicle", "collar", "shoulder"))
@@ -295,13 +301,19 @@ def guess_mapping(skeleton: SourceSkeleton) -> dict[str, str]:
     if pelvis is not None:
         m["Pelvis"] = pelvis
     chest = lca(m.get("ShoulderR", m.get("ArmR")), m.get("ShoulderL", m.get("ArmL")))
-    if chest is not None and pelvis is not None and pelvis in ancestors(chest):
+    # the spine rises from the pelvis, or (Daz, Poser: a "hip" above a "pelvis" that carries
+    # the thighs) from the bone both hang from
+    base = pelvis if pelvis is None or chest is None or pelvis in ancestors(chest) else lca(pelvis, chest)
+    if chest is not None and base is not None and base in ancestors(chest):
         m["Torso"] = chest
         path = [chest] + ancestors(chest)
-        below = path[: path.index(pelvis)]
+        below = path[: path.index(base)]
         if len(below) >= 2:
             m["Spine"] = below[-1]
     neck = find(None, ("neck",))
+    if neck is None:  # Character Creator's neck is "NeckTwist01": a helper's name, the only neck
+        helper_neck = [j for j in range(len(names)) if "neck" in stem[j] and not any(x in stem[j] for x in ("end", "nub"))]
+        neck = min(helper_neck, key=lambda j: depth[j]) if helper_neck else None
     if neck is not None:
         m["Neck"] = neck
     head = find(None, ("head",), ("top", "end"))
@@ -341,7 +353,8 @@ def check_mapping(mapping: dict[str, str], skeleton: SourceSkeleton, origin: str
 
 def resolve_mapping(skeleton: SourceSkeleton, preset: str | None = None,
                     mapping: dict[str, str] | str | Path | None = None) -> tuple[dict[str, str], str]:
-    """The mapping to use and where it came from ('map', a preset name, or 'guess').
+    """The mapping to use and where it came from ('map', a preset name, 'guess', or a preset
+    name + ' + guess' where the guess gave bodies the preset's names missed).
 
     An explicit mapping (dict, or the path of a JSON map file) is laid over the preset (or
     the automatic choice): its entries win, an entry mapped to "" or null removes a body.
@@ -367,10 +380,17 @@ def resolve_mapping(skeleton: SourceSkeleton, preset: str | None = None,
         best = max(scored)
         label = best[2]
         base = match_preset(skeleton, label)
+        g = guess_mapping(skeleton)
         if missing_required(base):
-            g = guess_mapping(skeleton)
             if _score(g) > best[0]:
                 base, label = g, f"guess (best preset {best[2]!r})"
+        elif all(g.get(b) == base[b] for b in REQUIRED + list(SPINE_ANY) if b in base):
+            # a preset's names, but not all of them (LAFAN1's "LeftToe" for Mixamo's
+            # "LeftToeBase"): where the guess agrees on every body the preset found, it
+            # gives the ones the preset missed
+            extra = {b: s for b, s in g.items() if b not in base}
+            if extra:
+                base, label = {**base, **extra}, f"{label} + guess"
     out = dict(base)
     if override is not None:
         for b, s in override.items():

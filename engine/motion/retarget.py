@@ -215,6 +215,7 @@ class Retargeter:
     scale: float
     align: np.ndarray  # (B, 4) A_b (identity for unmapped bodies)
     source_of: np.ndarray  # (B,) source bone index per body, -1 when unmapped
+    turn_of: np.ndarray  # (B,) source bone whose world rotation turns the body (`twist_chains`)
     axes: np.ndarray  # (B, 3) hinge axes
     source_height: float
     source_leg: float
@@ -243,13 +244,15 @@ class Retargeter:
             if name in mp:
                 src[b] = skeleton.index(mp[name])
         bi = rig.body_index
+        turn = twist_chains(rig, skeleton, src)
         if pose is None:
             legs = [tuple(int(src[bi(f"{n}{s}")]) for n in ("Femur", "Tibia", "Talus")) for s in "RL"]
             trunk = (int(src[0]), (int(src[bi("ArmR")]), int(src[bi("ArmL")])))
             feet = [(int(src[bi(f"Talus{s}")]), _toe_bone(skeleton, src, bi, s)) for s in "RL"]
             arms = [(int(src[bi(f"Arm{s}")]), int(src[bi(f"ForeArm{s}")]), _hand_bone(skeleton, src, bi, s))
                     for s in "RL"]
-            pose = source_pose(skeleton, legs, trunk, feet, motion, legs + [a for a in arms if a[2] >= 0])
+            turns = {int(s): int(t) for s, t in zip(src, turn) if s >= 0 and t != s}
+            pose = source_pose(skeleton, legs, trunk, feet, motion, legs + [a for a in arms if a[2] >= 0], turns)
         W0, P0 = pose.rot, pose.pos
         up = np.array([0.0, 0.0, 1.0])
         # Heading: the thighs give the source's left; forward = left x up must become -Y.
@@ -342,7 +345,11 @@ class Retargeter:
                 A[b] = [1.0, 0.0, 0.0, 0.0]
                 toe = _toe_bone(skeleton, src, bi, rig.body_names[b][-1])
                 if pose.frame is not None and toe >= 0:
-                    d_s = quat_rotate(quat_multiply(Fq, W0[src[b]]), skeleton.offsets[toe])
+                    d_s = np.zeros(3)  # ankle -> toe in the pose, through a metatarsal bone where there is one
+                    j = toe
+                    while j != src[b] and j >= 0:
+                        d_s += quat_rotate(quat_multiply(Fq, W0[skeleton.parents[j]]), skeleton.offsets[j])
+                        j = int(skeleton.parents[j])
                     d_m = J[[bi(f"FootThumb{rig.body_names[b][-1]}"), bi(f"FootPinky{rig.body_names[b][-1]}")]].mean(0) - J[b]
                     A[b] = _zturn(np.arctan2(d_s[1], d_s[0]) - np.arctan2(d_m[1], d_m[0]))
                 continue
@@ -353,12 +360,12 @@ class Retargeter:
                     A[b] = quat_multiply(chest, _aim(d_m, quat_rotate(quat_conjugate(chest), d_s)))
                 else:
                     A[b] = _aim(d_m, d_s)
-                bend = (pose.bends or {}).get(int(src[b]))
+                bend = (pose.bends or {}).get(int(turn[b]))
                 if bend is not None and rig.body_names[b] in _BENDS:
                     # twist from the hinge the bone bends about (engine.motion.standing); a
                     # standing rest pose's own twist is trusted unless the hinge is far off it
                     # (CMU's arms rest turned 30 deg from how their elbows bend)
-                    n_s = quat_rotate(quat_multiply(Fq, W0[src[b]]), bend)
+                    n_s = quat_rotate(quat_multiply(Fq, W0[turn[b]]), bend)
                     hinged = matrix_to_quat(_frame2(d_s, n_s) @ _frame2(d_m, _model_bend(rig, b)).T)
                     if pose.frame is not None or np.degrees(quat_angle(hinged, A[b])) > TWIST_TRUST_DEG:
                         A[b] = hinged
@@ -376,7 +383,8 @@ class Retargeter:
                     A[b] = A[p]
 
         height = float(np.ptp(P0[:, 2]))
-        return cls(rig, skeleton, mp, label, Fq, scale, A, src, hinge_axes(rig), height, float(src_leg), pose)
+        return cls(rig, skeleton, mp, label, Fq, scale, A, src, turn, hinge_axes(rig),
+                   height, float(src_leg), pose)
 
     # ---- source -> model -------------------------------------------------------------------
     def source_fk(self, motion: SourceMotion) -> tuple[np.ndarray, np.ndarray]:
@@ -422,7 +430,8 @@ class Retargeter:
             if s < 0:
                 G[:, b] = G[:, p] if p >= 0 else self.align[0]
                 continue
-            rot_s = quat_multiply(W[:, s], quat_multiply(quat_conjugate(W0[s]), Fc))
+            t = self.turn_of[b]  # s, or the last twist bone of its chain
+            rot_s = quat_multiply(W[:, t], quat_multiply(quat_conjugate(W0[t]), Fc))
             G[:, b] = quat_multiply(quat_multiply(Fq, rot_s), self.align[b])
             if rig.joint_type[b] == HINGE:
                 local = quat_multiply(quat_conjugate(G[:, p]), G[:, b])
@@ -560,9 +569,20 @@ class Retargeter:
             p = skel.parents[s]
             if s in first:
                 b = first[s]
+                t = int(self.turn_of[b])
                 Ws[:, s] = quat_multiply(
                     quat_multiply(Fc, quat_multiply(G[:, b], quat_conjugate(self.align[b]))),
-                    quat_multiply(Fq, W0[s]))
+                    quat_multiply(Fq, W0[t]))
+                if t != s:  # the body turns the chain's last twist bone: those between keep
+                    # the original's local rotations (or their rest), the mapped bone the rest
+                    chain = [t]
+                    while chain[-1] != s:
+                        chain.append(int(skel.parents[chain[-1]]))
+                    below = np.array([1.0, 0, 0, 0])
+                    for h in chain[-2::-1]:
+                        r = orig_rot[:, h] if orig_rot is not None else np.array([1.0, 0, 0, 0])
+                        below = quat_multiply(below, quat_multiply(skel.rest_rotations[h], r))
+                    Ws[:, s] = quat_multiply(Ws[:, s], quat_conjugate(below))
                 par = Ws[:, p] if p >= 0 else np.array([1.0, 0, 0, 0])
                 rots[:, s] = quat_multiply(quat_conjugate(skel.rest_rotations[s]),
                                            quat_multiply(quat_conjugate(par), Ws[:, s]))
@@ -580,6 +600,32 @@ class Retargeter:
     def reference_to_source(self, ref: Reference, original: SourceMotion | None = None) -> SourceMotion:
         return self.to_source(ref.root_pos, ref.local_rot, ref.frame_time,
                               float(ref.meta.get("ground_offset_m", 0.0)), original)
+
+
+def twist_chains(rig, skeleton: SourceSkeleton, src: np.ndarray) -> np.ndarray:
+    """(B,) the source bone whose world rotation turns each body: its own (src), or where the
+    bone mapped to its child body hangs from it through twist bones only (Daz's ThighBend ->
+    ThighTwist -> Shin, ShldrBend -> ShldrTwist -> ForearmBend: the limb's twist is in the
+    twist bone, and the mapped bone's world rotation lacks it), the last of those."""
+    from .presets import is_twist_bone
+
+    turn = src.copy()
+    for b in np.flatnonzero(src >= 0):
+        s, found = int(src[b]), set()
+        for c in np.flatnonzero(rig.body_parent == b):
+            j = int(src[c])
+            if j < 0 or j == s:
+                continue
+            between = []
+            j = int(skeleton.parents[j])
+            while j >= 0 and j != s:
+                between.append(j)
+                j = int(skeleton.parents[j])
+            if j == s and between and all(is_twist_bone(skeleton.names[h]) for h in between):
+                found.add(between[0])
+        if len(found) == 1:
+            turn[b] = found.pop()
+    return turn
 
 
 # ---- helpers shared with other callers --------------------------------------------------

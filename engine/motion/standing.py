@@ -108,11 +108,13 @@ def _standing_score(pos: np.ndarray, legs, trunk) -> np.ndarray:
 
 
 def source_pose(skeleton: SourceSkeleton, legs, trunk, feet, motion: SourceMotion | None = None,
-                limbs=()) -> SourcePose:
+                limbs=(), turns: dict | None = None) -> SourcePose:
     """The pose to align on (module doc). legs [(hip, knee, ankle)] and trunk (pelvis,
     (upper arms)) are source bone indices; feet [(ankle, toe)] per side; limbs [(a, b, c)]
-    the hinged chains whose bends are measured (legs and arms). Without a motion, a rest pose that
-    does not stand is an error naming how far from standing it is."""
+    the hinged chains whose bends are measured (legs and arms), each bone's bend kept in the
+    frame of turns.get(bone, bone) (the last twist bone of its chain: retarget.twist_chains).
+    Without a motion, a rest pose that does not stand is an error naming how far from
+    standing it is."""
     rot, pos = skeleton.rest_pose()
     worst = float(uprightness_deg(pos, legs, trunk))
     if worst <= UPRIGHT_DEG:
@@ -121,7 +123,7 @@ def source_pose(skeleton: SourceSkeleton, legs, trunk, feet, motion: SourceMotio
         F = motion.num_frames
         idx = np.unique(np.linspace(0, F - 1, min(F, SAMPLES)).round().astype(int))
         W, P = motion.frames(idx).fk()
-        return SourcePose(rot, pos, bends=_bends(W, P, limbs))
+        return SourcePose(rot, pos, bends=_bends(W, P, limbs, turns or {}))
     if motion is None or motion.num_frames < 1:
         raise RestPoseDoesNotStand(
             "skeleton", f"its rest pose does not stand (a leg or the trunk {worst:.0f} deg from vertical, as when "
@@ -144,12 +146,13 @@ def source_pose(skeleton: SourceSkeleton, legs, trunk, feet, motion: SourceMotio
         for b in _subtree(skeleton, ankle):
             rot[b] = W[k, b]
         foot_frames[int(ankle)] = int(idx[k])
-    return SourcePose(rot, pos, int(idx[body]), foot_frames, _bends(W[:n], P[:n], limbs))
+    return SourcePose(rot, pos, int(idx[body]), foot_frames, _bends(W[:n], P[:n], limbs, turns or {}))
 
 
-def _bends(W: np.ndarray, P: np.ndarray, limbs) -> dict:
+def _bends(W: np.ndarray, P: np.ndarray, limbs, turns: dict) -> dict:
     """{bone: unit normal of the chain's bend plane in the bone's frame} for both bones a and
-    b of each chain (a, b, c) that bends by more than MIN_BEND_DEG in at least MIN_BENT frames."""
+    b of each chain (a, b, c) that bends by more than MIN_BEND_DEG in at least MIN_BENT frames
+    (the frame, and the key, of turns.get(bone, bone))."""
     out = {}
     for a, b, c in limbs:
         n = np.cross(P[:, b] - P[:, a], P[:, c] - P[:, b])
@@ -158,7 +161,7 @@ def _bends(W: np.ndarray, P: np.ndarray, limbs) -> dict:
         bent = size > np.sin(np.radians(MIN_BEND_DEG))
         if bent.sum() < MIN_BENT:
             continue
-        for bone in (a, b):
+        for bone in (turns.get(a, a), turns.get(b, b)):
             local = quat_rotate(quat_conjugate(W[bent, bone]), n[bent])  # |n| weights the sum
             mean = local.sum(0)
             if np.linalg.norm(mean) > 1e-9:
