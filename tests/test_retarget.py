@@ -12,7 +12,7 @@ from engine.kinematics import HINGE, q_to_pose, rest_q
 from engine.motion import SourceMotion, SourceSkeleton, read_bvh, write_bvh
 from engine.commands.preview import add_preview_parser
 from engine.commands.retarget import add_retarget_parser
-from engine.motion.presets import guess_mapping, match_preset, resolve_mapping
+from engine.motion.presets import match_preset, resolve_mapping
 from engine.motion.reference import foot_tracks, load_reference
 from engine.motion.retarget import Retargeter, retarget, retarget_back
 from engine.transforms import (
@@ -21,7 +21,6 @@ from engine.transforms import (
     quat_multiply,
     quat_normalize,
     quat_rotate,
-    quat_to_matrix,
 )
 
 from . import clips
