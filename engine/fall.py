@@ -2,7 +2,8 @@
 "if the character falls the take keeps everything up to the fall and the report says when
 and why").
 
-A take ends in a fall when the pelvis joint is below FALL_ROOT_HEIGHT (engine.take). Read
+A take ends in a fall when the pelvis joint is down (engine.take.is_down: below
+FALL_ROOT_HEIGHT, and FALL_DROP_M below the reference's). Read
 from the take's own frames:
 
 - which way: where the head lies from the feet at the last frame, in the heading frame the

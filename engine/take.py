@@ -32,7 +32,14 @@ from .rig import DEFAULT_STRENGTH, GROUPS, Rig, valid_strength
 FORMAT = "sinew-take"
 FORMAT_VERSION = 1
 SCENE_FPS = (24, 25, 30, 50, 60, 120)
-FALL_ROOT_HEIGHT = 0.5  # m: the pelvis joint this low means the character is down
+# m: the pelvis joint this low, and FALL_DROP_M below the reference's, means the character is
+# down (a clip that squats, kneels or lies down is followed there, not stopped as a fall)
+FALL_ROOT_HEIGHT, FALL_DROP_M = 0.5, 0.4
+
+
+def is_down(z: float, z_ref: float) -> bool:
+    """Whether a pelvis joint at height z (m), its reference's at z_ref, is down (a fall)."""
+    return z < FALL_ROOT_HEIGHT and z < z_ref - FALL_DROP_M
 
 # name -> (trailing shape with None for "any", dtype kind)
 _ARRAYS = {
@@ -468,7 +475,7 @@ def _pushes(p: _Prepared):
 
 def _frame_recorder(p: _Prepared, fps: int):
     """A Sampler of the take's arrays at each output frame (the scene clock passing a physics
-    step), that ends the take once the pelvis is below FALL_ROOT_HEIGHT; frame 0, the start
+    step), that ends the take once the pelvis is down (is_down); frame 0, the start
     pose, is kept here."""
     from .simulation import Sampler
     from .transforms import matrix_to_quat
@@ -491,8 +498,9 @@ def _frame_recorder(p: _Prepared, fps: int):
                     root_err_cm=100.0 * float(np.linalg.norm(q[:3] - q_ref[:3])), segment=plan.segment_index(sim.steps))
 
     def fell(sim, f) -> str | None:
-        z = f["q"][2]
-        return f"fell at t = {sim.time:.2f} s (pelvis {z:.2f} m above the floor)" if z < FALL_ROOT_HEIGHT else None
+        z, z_ref = f["q"][2], f["q_ref"][2]
+        return (f"fell at t = {sim.time:.2f} s (pelvis {z:.2f} m above the floor, the clip's {z_ref:.2f})"
+                if is_down(z, z_ref) else None)
 
     rec = Sampler(lambda sim, res: frame(sim, res.fatigue, res.activation, res.force), at=steps[1:], ends=fell)
     zeros = np.zeros(rig.num_muscles)

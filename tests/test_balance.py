@@ -104,6 +104,33 @@ def _walk_sim(rig, seconds):
     return sim, plan
 
 
+def test_a_squat_in_the_clip_is_not_a_fall(rig):
+    """MASS's one-leg balance squats on one leg to a pelvis 0.55 m up. A rollout that follows
+    it there is not a fall (the planner's fall_height, 0.7 m, alone made every plan that
+    followed the squat one, and the planner held the body up until it fell at 1.5 s), nor is
+    the take stopped there (engine.take.is_down); 0.4 m below a walk's pelvis is."""
+    from engine.control.balance import FALL_COST, BalanceParams, BalancePlanner, Shadow, snapshot
+    from engine.control.plan import MotionPlan, load_clip
+    from engine.simulation import Simulation
+    from engine.take import is_down
+
+    ref, name = load_clip(rig, MOTION_DIR / "balance.bvh")
+    plan = MotionPlan(rig, [(ref, 0.5, name)])
+    plan.segments[0].phase = int(1.3 * 120)  # the bottom of the squat
+    q, v, _ = plan.sample(0)
+    sim = Simulation(rig, "mujoco")
+    sim.physics.set_q(q, v)
+    sim.state = sim.physics.body_state()
+    params, b = TrackingParams(residual=0.0), BalanceParams(horizon=24)
+    planner = BalancePlanner(sim, plan, params, b)
+    shadow = Shadow(sim, plan, params, b)
+    shadow.load(snapshot(sim, planner))
+    cost = shadow.play(np.zeros_like(planner.U), 0)
+    assert q[2] < 0.6 < b.fall_height and shadow.trace is not None and cost < FALL_COST
+    assert not is_down(q[2] - 0.1, q[2]) and is_down(0.1, q[2])
+    assert is_down(0.45, 0.93) and not is_down(0.52, 0.93)
+
+
 def test_offset_tracker_without_offsets_is_the_tracker(rig):
     """The planner's tracker with a zero plan makes the tracker's decisions bit for bit, and an
     offset plan changes its reference at the planned DOFs only."""

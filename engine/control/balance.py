@@ -25,8 +25,9 @@ where (2) is the velocity that brings the root back onto the clip's path in `pat
 (at most `path_speed` faster or slower than the clip): with v_ref alone the cost forgives a
 root that fell behind, and a take walking 10 % short of the clip's stride ends metres off it
 
-and adds FALL_COST for every step left once the pelvis is below `fall_height` (a fall seen
-coming) or the rollout diverged. Pushes are not known to the planner; it meets them as it
+and adds FALL_COST for every step left once the pelvis is below `fall_height` and
+`fall_drop` below the reference's (a fall seen coming: a squat or a crouch in the clip is
+not one) or the rollout diverged. Pushes are not known to the planner; it meets them as it
 meets any error. Measured in docs/research/balance.md (ninth and tenth sessions).
 
 Two savings that leave the take the same to the bit (thirty-second session): the plan chosen
@@ -105,7 +106,13 @@ class BalanceParams:
     path_speed: float = 0.6
     w_joint: float = 0.1  # per (mean joint error / 10 deg)^2
     w_offset: float = 0.1  # per rad^2 of offsets
-    fall_height: float = 0.7  # m: a rollout whose pelvis sinks below this has fallen
+    # m: a rollout whose pelvis sinks below fall_height and fall_drop below the reference's
+    # has fallen. With the first alone, a clip that squats (MASS's one-leg balance takes the
+    # pelvis to 0.55 m) made every plan that followed it a fall, and the planner held the
+    # body up until it fell (at 1.5 s); the walks' pelvis never goes below 0.9 m, where 0.2
+    # leaves 0.7 the bound
+    fall_height: float = 0.7
+    fall_drop: float = 0.2
 
     def validate(self) -> "BalanceParams":
         if not (isinstance(self.tail, (int, np.integer)) and self.tail >= 0):
@@ -125,7 +132,7 @@ class BalanceParams:
                 raise ParameterError("balance.workers", f"{self.workers}: the planner forks its worker processes, "
                                      "and this system cannot fork; use 0 (plan in the take's process)")
         for name in ("sigma", "sigma_min", "decay", "feedback", "w_height", "w_tilt", "w_speed", "path_speed", "w_joint", "w_offset",
-                     "fall_height"):
+                     "fall_height", "fall_drop"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
                 raise ParameterError(f"balance.{name}", f"must be a finite number >= 0, got {v!r}")
@@ -384,7 +391,7 @@ class Shadow:
             total += c
             seconds["physics"] += t1 - t0
             seconds["cost"] += clock() - t1
-            if d.qpos[2] < b.fall_height:
+            if d.qpos[2] < b.fall_height and d.qpos[2] < ctl.reference(sim.steps)[0][2] - b.fall_drop:
                 return total + FALL_COST * (steps - t)
             if total > bound or (shared is not None and total > shared.value):
                 return np.inf
