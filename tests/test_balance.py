@@ -334,7 +334,7 @@ def test_a_rollouts_tail_counts_its_last_steps_mean_for_the_steps_beyond_the_hor
         assert played == 24
     assert costs[0] == sum(range(1, 25))
     assert costs[30] == pytest.approx(costs[0] + 30 * np.mean(range(13, 25)))
-    b = bal.BalanceParams(horizon=24, tail=30, fall_height=5.0)  # every state a fall
+    b = bal.BalanceParams(horizon=24, tail=30, fall_height=5.0, fall_drop=-5.0)  # every state a fall (not validated)
     shadow = bal.Shadow(sim, plan, params, b)
     (fallen,), _, _ = shadow.play_all(bal.snapshot(sim, bal.OffsetTracker(sim, plan, params, b)), [np.zeros((b.knots, 10))], 0)
     assert fallen == 1.0 + bal.FALL_COST * 54

@@ -111,6 +111,7 @@ def test_a_take_that_falls_is_kept_up_to_that_point(rig, monkeypatch):
     import engine.take as take_mod
 
     monkeypatch.setattr(take_mod, "FALL_ROOT_HEIGHT", 5.0)  # every pose counts as fallen
+    monkeypatch.setattr(take_mod, "FALL_DROP_M", -5.0)
     t = take_mod.simulate(rig, [(WALK, 2.0)], fatigue=fat.FatigueParams(scale=0))
     assert t.meta["fell"] and t.meta["summary"]["fell"]
     assert t.num_frames == 2 and t.meta["stopped_at_s"] == pytest.approx(1 / 30)
