@@ -16,12 +16,8 @@ from the take's own frames:
   before the onset (its direction in the facing it found); tired legs (their f0-weighted
   mean M_F, the report's figure, at least TIRED_MF at the onset); the clip lost before the onset (the joint error over the second
   before it at least OFF_FACTOR times its mean before, and OFF_DEG more); a clip beyond the
-  body (engine.control.demands); the clip's hands on the floor (a hand's lowest corner within
-  HAND_FLOOR_M of it in the reference in the second before the onset or after: a cartwheel,
-  a crawl, a fall broken by the hands), which the controllers and the demands solve give no
-  contacts (the feet's alone), named instead of a clip beyond the body; nothing to balance it
-  (the tracking controller alone with no residual). When none shows, the cause is said to be
-  the balance itself.
+  body (engine.control.demands); nothing to balance it (the tracking controller alone with no
+  residual). When none shows, the cause is said to be the balance itself.
 """
 from __future__ import annotations
 
@@ -38,7 +34,6 @@ PUSH_S = 2.0  # s: a push that ended this long before the onset is named
 TIRED_MF = 0.2  # legs' mean M_F from which they are named: a fifth of their motor units fatigued
 OFF_S = 1.0  # s: the joint error before the onset is averaged this long ...
 OFF_FACTOR, OFF_DEG = 1.5, 3.0  # ... and is 'off the clip' at this many times its mean before, and this much more
-HAND_FLOOR_M = 0.05  # m: a hand's lowest corner this near the floor in the reference is on it
 
 # the eight directions, counter-clockwise from forward (45 degree sectors)
 DIRECTIONS = ("forward", "forward and to its left", "to its left", "backward and to its left", "backward",
@@ -67,21 +62,6 @@ def onset_index(height: np.ndarray, height_ref: np.ndarray, lean_deg: np.ndarray
          (lean_deg[:end + 1] <= np.median(lean_deg[:end + 1]) + ONSET_TILT_DEG)
     ups = np.flatnonzero(up[:end])
     return int(ups[-1] + 1) if ups.size else 0
-
-
-def hands_on_floor(rig: Rig, q: np.ndarray) -> np.ndarray:
-    """(F,) whether either hand's box reaches within HAND_FLOOR_M of the floor in poses q (F, nq)."""
-    import itertools
-
-    from .kinematics import forward_kinematics, q_to_pose
-
-    _, _, rot, pos = forward_kinematics(rig, *q_to_pose(rig, q))
-    corners = np.array(list(itertools.product((-0.5, 0.5), repeat=3)))
-    low = np.inf
-    for h in (rig.body_index("HandR"), rig.body_index("HandL")):
-        z = pos[:, h, None, 2] + np.einsum("fj,cj->fc", rot[:, h, 2], corners * rig.body_size[h])
-        low = np.minimum(low, z.min(1))
-    return low < HAND_FLOOR_M
 
 
 def diagnose(take, rig: Rig) -> dict | None:
@@ -126,12 +106,7 @@ def diagnose(take, rig: Rig) -> dict | None:
                           f"{e0:.1f} on average until then)")
     seg = int(take.segment[i0]) if len(take.segment) else 0
     demands = m.get("demands") or []
-    late = t >= onset - OFF_S
-    hands = np.flatnonzero(hands_on_floor(rig, np.asarray(take.q_ref, float)[late]))
-    if hands.size:
-        causes.append(f"the clip's hands on the floor from {t[late][hands[0]]:.2f} s, where the controller plans "
-                      "the feet's contacts alone (and the clip's demands count the feet alone too)")
-    elif seg < len(demands) and demanding(demands[seg]):
+    if seg < len(demands) and demanding(demands[seg]):
         causes.append(f"a clip beyond the body ({figures(demands[seg])})")
     tracking = m.get("tracking") or {}
     if (m.get("controller") == "tracking" and not m.get("balance") and not m.get("stand")
