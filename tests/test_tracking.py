@@ -547,3 +547,28 @@ def test_the_root_is_pulled_back_at_most_root_reach(rig):
         assert np.allclose(acc[2:], a_ref[2:])  # nothing else is off
     with pytest.raises(ParameterError, match="root_reach"):
         TrackingParams(root_reach=0.0).validate()
+
+
+def test_the_hands_push_on_the_floor_where_the_clip_puts_them(rig):
+    """A cartwheel upside down on its hands (MASS's at 1.04 s: both feet 0.7 m and more above
+    the floor): the tracker's decision plans ground forces at the hands, which carry the body
+    (with the feet's contacts alone it had none to plan, and every take of it fell at 1.6 s),
+    and the vertical ground force comes out near the body's weight."""
+    from engine.control.plan import MotionPlan, load_clip
+    from engine.control.tracking import TrackingController, TrackingParams
+    from engine.simulation import Simulation
+
+    ref, name = load_clip(rig, MASS / "motion" / "cart.bvh")
+    plan = MotionPlan(rig, [(ref, 0.5, name)])
+    plan.segments[0].phase = 125
+    q, v, _ = plan.sample(0)
+    sim = Simulation(rig, "mujoco")
+    sim.physics.set_q(q, v)
+    sim.state = sim.physics.body_state()
+    ctl = TrackingController(sim, plan, TrackingParams(residual=0.0))
+    ctl.act(sim, sim.state)
+    feet = [rig.body_index(n) for n in ("TalusR", "TalusL", "FootThumbR", "FootThumbL", "FootPinkyR", "FootPinkyL")]
+    assert sim.state.pos[feet, 2].min() > 0.5
+    assert ctl.last["contact_rows"] > 0
+    weight = rig.mass_kg * 9.81
+    assert 0.3 * weight < ctl.last["contact_gf"][2] < 3.0 * weight

@@ -8,10 +8,11 @@ Every `period` physics steps:
    differences on the configuration manifold (mj_differentiatePos).
 3. Inverse dynamics without contacts: tau = M qddot* + c(q, qdot) - passive (joint
    damping), from MuJoCo's mass matrix and bias forces at the current state.
-4. Contacts enter the coordination, not the inverse dynamics: every foot-box corner within
-   `contact_margin` of the floor contributes its friction-pyramid edges as non-negative
-   force unknowns. The root's 6 rows of tau, which no muscle can produce, are met by the
-   ground where the feet can push and by the residual otherwise.
+4. Contacts enter the coordination, not the inverse dynamics: every body-box corner within
+   `contact_margin` of the floor (the feet's, and a cartwheel's hands or a kneel's knees)
+   contributes its friction-pyramid edges as non-negative force unknowns. The root's 6 rows
+   of tau, which no muscle can produce, are met by the ground where the body can push and by
+   the residual otherwise.
 5. Muscle coordination (engine.control.coordination): activations inside the 3CC-r bounds
    of the coming step, the contact forces, and a root residual bounded by `residual` x body
    weight (force) and x body weight x 1 m (torque) - or, with no residual, a change of the
@@ -156,7 +157,11 @@ class TrackingController(Controller):
         self.residual_bound = np.array([r * weight] * 3 + [r * weight * 1.0] * 3) if r > 0 else None
         self._M = np.zeros((self.model.nv, self.model.nv))
         self._M_diag = self._M.reshape(-1)[::self.model.nv + 1]  # a view of M's diagonal
-        self._contact_bodies = np.flatnonzero(sim.rig.body_contact)
+        # every body may push on the floor where its corners come within contact_margin of it,
+        # as every body collides with it in the physics: with the feet alone (the rig's contact
+        # flag, MASS's), a cartwheel, whose hands carry it upside down, fell at 1.6 s on
+        # every draw; a walk's other bodies never come near the floor (its take is the same)
+        self._contact_bodies = np.arange(sim.rig.num_bodies)
         signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
         self._corner_local = 0.5 * signs[None] * sim.rig.body_size[:, None]  # (B, 8, 3)
         mu = FRICTION
@@ -263,7 +268,7 @@ class TrackingController(Controller):
         return a_ref + p.kp * err + p.kd * (v_ref - qd), q_ref
 
     def contact_jacobian(self, state, jac, margin: float | None = None):
-        """Friction-pyramid edge Jacobians (4 per point, (n, nv)) of the foot boxes' corners
+        """Friction-pyramid edge Jacobians (4 per point, (n, nv)) of the body boxes' corners
         that are within `margin` (default contact_margin) of the floor: each edge is n + mu t for a tangent
         t = +-x, +-y, and its force beta >= 0 (a linearised cone; MuJoCo's own are elliptic,
         engine.physics.mujoco_backend). The lowest 4 corners of each contact body are candidates."""
