@@ -147,7 +147,8 @@ def test_the_decisions_terms_in_c_equal_numpys(rig):
     """engine/native/decision_terms.c gives the tracker's muscle_terms (Hill factors, moment
     arms, contact edge Jacobians) of the numpy definition to rounding, on walk poses with
     random joint offsets and velocities, from feet in the air (no contact rows) to feet sunk
-    below the floor (all 16 rows of each foot body), and with the stand controller's margin
+    below the floor (all 16 rows of each foot body, and of the shanks' and hands' that sink
+    too: every body may push), and with the stand controller's margin
     -inf (no rows)."""
     import mujoco
 
@@ -184,7 +185,7 @@ def test_the_decisions_terms_in_c_equal_numpys(rig):
             assert not got[2][:, :6].any() and np.abs(want[2][:, :6]).max() < 1e-12
             rows.add(len(got[3]))
     ctrl._terms = c_terms
-    assert 0 in rows and max(rows) == 16 * len(ctrl._contact_bodies) and len(rows) > 3
+    assert 0 in rows and max(rows) >= 16 * int(rig.body_contact.sum()) and len(rows) > 3  # every foot body sunk
 
 
 @needs_compiled
