@@ -147,6 +147,8 @@ def insert_bone(m: SourceMotion, parent: str, name: str, adopts: list[str], shar
     `share` of the way to theirs (their common offset's direction). twist=True moves the
     parent's twist about that direction into the new bone (as Daz's ThighTwist, ShldrTwist
     and ForearmTwist carry it): every bone's world rotation below the parent is unchanged."""
+    if m.local_translations is not None:
+        raise ValueError("insert_bone: a clip with position channels on its joints is not handled")
     skel = m.skeleton
     pi = skel.index(parent)
     kids = [skel.index(n) for n in adopts]
@@ -176,11 +178,8 @@ def insert_bone(m: SourceMotion, parent: str, name: str, adopts: list[str], shar
         tw /= np.linalg.norm(tw, axis=1, keepdims=True)
         rot[:, new_index[pi]] = quat_multiply(r, quat_conjugate(tw))
         rot[:, new_index[-1]] = tw
-    local = None
-    if m.local_translations is not None:
-        raise ValueError("insert_bone: a clip with position channels on its joints is not handled")
     return SourceMotion(SourceSkeleton(names, parents, np.array(offsets), rest, ends), rot, m.root_translation,
-                        m.frame_time, local)
+                        m.frame_time)
 
 
 def daz_chains(m: SourceMotion) -> SourceMotion:
@@ -276,6 +275,20 @@ def insert_pose(m: SourceMotion, kind: str = "T", frames: int = 1, ease: int = 0
     if local is not None:
         local = np.concatenate([np.repeat(local[:1], frames + ease, 0), local])
     return SourceMotion(m.skeleton, np.concatenate(R), np.concatenate(T), m.frame_time, local)
+
+
+def splice_pose(m: SourceMotion, kind: str = "T", at_s: float = 0.5, frames: int = 1) -> SourceMotion:
+    """m with `frames` calibration frames (calibration_pose, standing where the clip is then)
+    put in at `at_s`: the clip jumps into the pose and out of it (a capture restarted, takes
+    spliced together)."""
+    k = int(round(at_s * m.fps))
+    rot, root = calibration_pose(m.frames(slice(k, k + 1)), kind)
+    R = np.concatenate([m.rotations[:k], np.repeat(rot[None], frames, 0), m.rotations[k:]])
+    T = np.concatenate([m.root_translation[:k], np.repeat(root[None], frames, 0), m.root_translation[k:]])
+    local = m.local_translations
+    if local is not None:
+        local = np.concatenate([local[:k], np.repeat(local[k:k + 1], frames, 0), local[k:]])
+    return SourceMotion(m.skeleton, R, T, m.frame_time, local)
 
 
 def reverse(m: SourceMotion) -> SourceMotion:

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from engine.motion import Retargeter, read_bvh, retarget
-from engine.motion.calibration import describe, detect_calibration, skip_frames
+from engine.motion.calibration import describe, detect_calibration, held_inside, skip_frames
+
+from engine.motion.checks import describe as describe_check
 
 from . import clips
 
@@ -169,6 +171,45 @@ def test_real_captures_lose_their_made_up_t_pose_frame_only(rig, name):
     cal = _found(rig, m)
     assert cal.frames == 1 and cal.pose == "T-pose"
     assert _found(rig, clips.mirror(m)).frames == 1 and _found(rig, clips.resample(m, 30)).frames == 1
+
+
+# ---- a calibration pose inside the clip is named (issue 44's bad input) -------------------
+def _inside(rig, motion):
+    rt = Retargeter.build(rig, motion.skeleton)
+    return held_inside(motion, *rt._judged_on())
+
+
+@pytest.mark.parametrize("pose,frames", [("T", 1), ("T", 10), ("A", 12)])
+@pytest.mark.parametrize("kw", [dict(clip="walk", names="mass"), dict(clip="run", names="mixamo", fps=30, mirrored=True),
+                                dict(clip="walk", names="cmu", fps=60, tempo=1.2)], ids=["walk", "run", "walk-brisk"])
+def test_a_calibration_pose_inside_the_clip_is_named(rig, kw, pose, frames):
+    """A capture restarted inside the clip: a T- or A-pose spliced in, jumped into and out of,
+    is found where it is; the clip without it has none; and `sinew retarget` names it first
+    among the reference's checks."""
+    m = clips.variant(**kw, cycles=3)
+    spliced = clips.splice_pose(m, pose, 1.0, frames)
+    found = _inside(rig, spliced)
+    assert len(found) == 1, found
+    f = found[0]
+    assert f["body"] == f"{pose}-pose" and f["frames"] == frames and abs(f["first_s"] - 1.0) <= 1.0 / m.fps
+    assert not _inside(rig, m)
+    ref, _ = retarget(spliced, rig)
+    assert ref.meta["checks"][0]["check"] == "calibration"
+    assert "calibration pose inside the clip" in describe_check(ref.meta["checks"][0])
+
+
+@pytest.mark.parametrize("how", ["as read", "mirrored", "reversed", "slower", "brisker", "30 fps"])
+@pytest.mark.parametrize("clip", clips.MASS_CLIPS)
+def test_real_clips_have_no_calibration_pose_inside(rig, clip, how):
+    """The kick's and the dance's arms out, the backflip's and the cartwheel's jumps: real
+    motion, never a calibration pose inside the clip."""
+    assert not _inside(rig, _transformed(clips.bundled(clip), how))
+
+
+@pytest.mark.parametrize("name", ["cmu_07_01_walk.bvh", "cmu_009_09_01.bvh", "mixamo_test_freebvh.bvh"])
+def test_real_captures_have_no_calibration_pose_inside(rig, name):
+    m = read_bvh(clips.MOCAP_DIR / name)
+    assert not _inside(rig, skip_frames(m, _found(rig, m).frames))
 
 
 # ---- retargeting skips it -----------------------------------------------------------------

@@ -11,6 +11,8 @@ muscles. Each check names the body and the frames at fault:
 - floor: a foot more than BELOW_FLOOR_M under the floor;
 - tipped foot: a foot on the floor (its lowest point within FOOT_CONTACT_M) rolled more than
   TIPPED_FOOT_DEG onto its side (a twisted foot; pitching onto the toes is walking);
+- calibration (engine.motion.calibration.held_inside, found on the source clip by the
+  retarget): a T- or A-pose held inside the clip with jumps into and out of it;
 - root speed and place: the root moving faster than MAX_ROOT_SPEED (no runner does; a root
   jumping to 1e30 in a file does) or further than MAX_ROOT_DISTANCE from the origin (float
   precision is gone there: a file's root held at 1e30). These are errors: such a reference
@@ -96,7 +98,9 @@ def check_reference(rig, ref) -> list[dict]:
 _WHAT = {"speed": "turns at up to {worst:.0f} {unit} (a body manages {limit:g})",
          "range": "goes {worst:.0f} deg past the model's range",
          "floor": "sinks up to {worst:.2f} m under the floor",
-         "tipped foot": "stands on the floor tipped {worst:.0f} deg onto its side"}
+         "tipped foot": "stands on the floor tipped {worst:.0f} deg onto its side",
+         "calibration": "held between jumps of up to {worst:.0f} deg (a calibration pose inside the clip: cut "
+                        "the clip there, or the take jumps)"}
 
 
 def describe(f: dict) -> str:

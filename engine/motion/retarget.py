@@ -44,7 +44,7 @@ from ..transforms import (
     quat_to_axis_angle,
     quat_to_matrix,
 )
-from .calibration import Calibration, detect_calibration, skip_frames
+from .calibration import Calibration, detect_calibration, held_inside, skip_frames
 from .checks import check_reference
 from .cleanup import repair_held, repair_spikes
 from .limits import within_range
@@ -446,14 +446,18 @@ class Retargeter:
                 G[:, b] = quat_multiply(G[:, p], tw)
         return quat_normalize(G), off
 
-    def calibration(self, motion: SourceMotion) -> Calibration:
-        """The T-/A-pose frames at the start of `motion` (engine.motion.calibration), judged
-        on the mapped bones."""
+    def _judged_on(self) -> tuple:
+        """(mapped bones, arms, legs): what engine.motion.calibration judges a pose on."""
         bi = self.rig.body_index
         src = self.source_of
         arms = [(int(src[bi(f"Arm{s}")]), int(src[bi(f"ForeArm{s}")])) for s in "RL"]
         legs = [tuple(int(src[bi(f"{n}{s}")]) for n in ("Femur", "Tibia", "Talus")) for s in "RL"]
-        return detect_calibration(motion, np.unique(src[src >= 0]), arms, legs)
+        return np.unique(src[src >= 0]), arms, legs
+
+    def calibration(self, motion: SourceMotion) -> Calibration:
+        """The T-/A-pose frames at the start of `motion` (engine.motion.calibration), judged
+        on the mapped bones."""
+        return detect_calibration(motion, *self._judged_on())
 
     def to_model(self, motion: SourceMotion, fps: float = REFERENCE_FPS, source: str = "",
                  ground: bool = True, with_muscles: bool = True, progress=None,
@@ -472,6 +476,7 @@ class Retargeter:
         cal = self.calibration(motion)
         if not keep_calibration:
             motion = skip_frames(motion, cal.frames)
+        inside = held_inside(motion, *self._judged_on())  # calibration poses past the start
         motion, held = repair_held(motion)
         motion, repaired = repair_spikes(motion)
         repaired = sorted(repaired + held, key=lambda r: r["first_s"])
@@ -527,7 +532,7 @@ class Retargeter:
             hinge_off_axis_deg=off_deg,
             retarget_seconds=round(time.perf_counter() - t0, 3),
         )
-        ref.meta["checks"] = check_reference(rig, ref)  # raises for a root no body can move
+        ref.meta["checks"] = inside + check_reference(rig, ref)  # raises for a root no body can move
         return ref
 
     # ---- model -> source -------------------------------------------------------------------
