@@ -20,13 +20,17 @@ EPILOG_RETARGET = """examples:
 
 A calibration pose at the start (T- or A-pose frames joined to the motion by a jump far
 above the clip's ordinary frame-to-frame change, or easing into it) is skipped, and the
-output says so. A clip exported "in place" (its root's travel taken out, so the feet slide
+output says so; one held inside the clip (jumped into and out of: a capture restarted) is
+named first among the checks, to cut the clip there. A clip exported "in place" (its root's travel taken out, so the feet slide
 back under a body stepping on the spot) gets the root path its feet give, and the output
 says so too.
 
 presets: mass (Character1_*), mixamo (mixamorig:*), rigify (DEF-*), unreal (pelvis, thigh_l,
 ...), cmu (Hips, LeftUpLeg, ...), smpl (pelvis, left_hip, ...). Without --preset every preset
-is tried and the best is kept; when none fits, bones are guessed from names and hierarchy.
+is tried and the best is kept; when none fits, bones are guessed from names and hierarchy
+(Xsens, OptiTrack, 3ds Max Biped, Poser, Daz, Rokoko, LAFAN1, VRM names and more), and a
+preset that fits all but a few bones gets those from the guess ("mixamo + guess"). Twist
+bones inside a limb's chain (Daz's lThighBend -> lThighTwist -> lShin) turn the limb.
 A map file is a JSON object {"model body": "source bone"}; model bodies: Pelvis, FemurR/L,
 TibiaR/L, TalusR/L, FootThumbR/L, FootPinkyR/L, Spine, Torso, Neck, Head, ShoulderR/L, ArmR/L,
 ForeArmR/L, HandR/L ("" unmaps a body).
