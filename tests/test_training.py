@@ -432,3 +432,35 @@ def test_target_error_and_imitation_updates(tmp_path):
         after = float(m.imitation_loss(window_state(w, 0), window_reference(w, 0), rl)[0])
     tr.close()
     assert after < 0.5 * before, (before, after)
+
+
+def test_a_resumed_run_says_which_settings_of_the_config_it_keeps_its_own(tmp_path, capsys):
+    """Issue 47's bad input: `sinew train --resume --config C` takes C's schedule (and a task
+    table) only. A config that changes anything else is not silently ignored: one line names
+    each setting the run keeps, the run's value and the config's; a config that changes only
+    the schedule prints none, and the run's own settings are what it trains on."""
+    import re
+
+    from engine.commands.main import main
+    from training.trainer import load_checkpoint
+
+    text = (REPO / "training" / "configs" / "tiny.toml").read_text().split("[task]")[0]
+    for key, value in (("iterations", 1), ("eval_every", 0), ("workers", 0)):
+        text = re.sub(rf"(?m)^{key} = .*$", f"{key} = {value}", text)
+    same, changed = tmp_path / "same.toml", tmp_path / "changed.toml"
+    same.write_text(re.sub(r"(?m)^iterations = .*$", "iterations = 2", text))
+    changed.write_text(re.sub(r"(?m)^w_target = .*$", "w_target = 3.0", re.sub(r"(?m)^latent_dim = .*$", "latent_dim = 4",
+                                                                            text)))
+    run = tmp_path / "run"
+    config = tmp_path / "one.toml"
+    config.write_text(text)
+    assert main(["train", "--config", str(config), "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["train", "--config", str(same), "--out", str(run), "--resume"]) == 0
+    assert "keeps its own settings" not in capsys.readouterr().err
+    assert load_checkpoint(run)["iteration"] == 2
+    assert main(["train", "--config", str(changed), "--out", str(run), "--resume", "--iterations", "3"]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "keeps its own settings" in line]
+    assert len(err) == 1 and "latent_dim: 8 -> 4" in err[0] and "w_target: 10.0 -> 3.0" in err[0], err
+    ck = load_checkpoint(run)
+    assert ck["iteration"] == 3 and ck["config"]["latent_dim"] == 8 and ck["config"]["w_target"] == 10.0

@@ -30,7 +30,11 @@ with no residual); --iterations then counts DAgger rounds (in all, also on --res
 The run folder gets checkpoint.pt, log.csv, learning_curve.png and config.json (a DAgger run
 also labels.npz: every expert label, kept for --resume).
 Ctrl-C (or SIGTERM) stops after the iteration under way and saves the checkpoint, which
---resume continues; the exit status is then 130 (143 for SIGTERM).
+--resume continues; the exit status is then 130 (143 for SIGTERM). A resumed run keeps its
+own settings: of a --config it takes the schedule (iterations, checkpoint_every,
+eval_every, workers, max_seconds; a DAgger run's rounds and workers) and, for a run without
+[dagger], a [task] table; any other setting the config changes is named on stderr, the
+run's value and the config's, and not applied.
 """
 
 EPILOG_EXPORT = """examples:
@@ -128,6 +132,14 @@ def _train(args, stop) -> int:
     ck = load_checkpoint(out) if args.resume else None  # read once (a model-based run's holds its replay buffer)
     for f in older:  # --force: the run there goes (the folder's other files stay)
         f.unlink()
+    if ck is not None and cfg is not None:
+        from .config import config_from_dict, resume_ignores
+
+        ignored = resume_ignores(config_from_dict(ck["config"]), cfg)
+        if ignored:
+            print(f"sinew train --resume: the run in {out} keeps its own settings; of {cfg.path} it takes the "
+                  f"schedule{'' if ck['config'].get('dagger') else ' and a [task] table'} only, so these are not "
+                  f"changed: {'; '.join(ignored)}", file=sys.stderr)
     if (cfg is not None and cfg.dagger is not None) or (ck is not None and ck["config"].get("dagger")):
         return _train_dagger(args, cfg, out, stop, ck)
     if args.resume:

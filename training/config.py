@@ -334,7 +334,46 @@ def load_config(path, motion_dir=None, resume: bool = False) -> TrainConfig:
     if dagger is not None:
         cfg.dagger = _build(DaggerConfig, dagger, str(p) + " [dagger]")
     cfg.path = str(p)
+    # the keys the file (and its base) sets, for resume_ignores: a config that adds to a run
+    # (heading.toml) leaves the rest at their defaults, which are not changes
+    cfg.explicit = frozenset(set(table) | {f"task.{k}" for k in task or {}} | {f"dagger.{k}" for k in dagger or {}})
     return cfg.validate(resume)
+
+
+# what `sinew train --resume --config C` takes from C: the schedule (and, for a run without a
+# [dagger] table, a [task] table: the heading policy added to a trained run); a resumed run
+# keeps every other setting of its own
+RESUME_TAKES = ("iterations", "checkpoint_every", "eval_every", "workers", "max_seconds", "dagger.rounds",
+                "dagger.workers")
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+def resume_ignores(saved: TrainConfig, given: TrainConfig) -> list[str]:
+    """'key: the run's -> the config's' for each setting `given` (the config handed to a
+    resumed run; load_config's, of the keys its file sets) changes that the run keeps its own
+    of: neither the schedule (RESUME_TAKES), nor a [task] table a run without [dagger] takes,
+    nor the config's name or clips (a run keeps its clips)."""
+    a, b = _flat(saved.to_dict()), _flat(given.to_dict())
+    takes = set(RESUME_TAKES) | {"name", "clips"}
+    set_keys = getattr(given, "explicit", None)
+    out = []
+    for k in sorted(set(a) | set(b)):
+        if set_keys is not None and k not in set_keys:
+            continue
+        if k in takes or (k.startswith("task.") and saved.dagger is None):
+            continue
+        if a.get(k) != b.get(k):
+            out.append(f"{k}: {a.get(k, '-')} -> {b.get(k, '-')}")
+    return out
 
 
 def config_from_dict(d: dict) -> TrainConfig:
