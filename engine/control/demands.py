@@ -10,8 +10,8 @@ from what this body can do:
 - unmet joint torque (N m, norm over the non-root joints): torque no activation pattern
   gives, at these poses and speeds;
 - root help (body weights): force on the pelvis that neither the ground nor the muscles
-  provide, i.e. the reference's root accelerates in a way its foot contacts cannot explain;
-  and its torque (N m): where no foot touches, the rate at which the clip's angular momentum
+  provide, i.e. the reference's root accelerates in a way its ground contacts cannot explain;
+  and its torque (N m): where nothing touches, the rate at which the clip's angular momentum
   changes, which nothing can give in flight (tests/test_tracking.py checks it against
   MuJoCo's own momentum).
 
@@ -39,7 +39,7 @@ from .grounding import SWING_CLEAR_M
 from .plan import CyclicClip
 
 G = 9.81
-MARGIN = 0.02  # m: foot corners this near the floor may push (the clip's own contacts)
+MARGIN = 0.02  # m: body corners this near the floor may push (the clip's own contacts: feet, a cartwheel's hands)
 MAX_SAMPLES = 60  # frames solved per clip (every k-th frame of a long clip)
 
 
