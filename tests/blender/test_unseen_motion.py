@@ -87,3 +87,43 @@ def test_an_action_exported_in_place_walks_where_its_feet_take_it(sinew, fresh, 
     assert not take["summary"]["fell"]
     baked_end = int(round(scene.frame_start + 0.7 * scene.render.fps))
     assert np.linalg.norm(hips_at(baked_end) - hips_at(scene.frame_start)) > 0.5  # ~1.1 m/s for 0.7 s
+
+
+def test_a_daz_skeleton_with_twist_bones_in_its_limbs_maps_simulates_and_bakes(sinew, fresh, tmp_path):
+    """A walk on Daz Genesis's skeleton (tests/clips.py daz_chains: Daz's names, a "pelvis"
+    under the "hip", the limbs' twist in ThighTwist, ShldrTwist and ForearmTwist bones inside
+    their chains), imported with Blender's BVH importer: the Retarget button maps it by the
+    name guess, the take walks, and the bake turns each limb through its bend bone, the twist
+    bones left at rest (the take's world rotations are the bend and twist bones' together)."""
+    import addon_utils
+
+    from ..clips import daz_chains
+    from bl_ext.user_default.sinew.engine.motion import read_bvh, write_bvh
+
+    path = tmp_path / "daz_walk.bvh"
+    write_bvh(path, daz_chains(read_bvh(WALK)))
+    addon_utils.enable("io_anim_bvh", default_set=True)
+    bpy.ops.import_anim.bvh(filepath=str(path), global_scale=0.01, update_scene_fps=True,
+                            update_scene_duration=True, axis_forward="-Z", axis_up="Y")
+    arm = bpy.context.active_object
+    scene = bpy.context.scene
+    scene.frame_end = int(arm.animation_data.action.frame_range[1])
+    s = scene.sinew
+    s.armature = arm
+    assert bpy.ops.sinew.retarget() == {"FINISHED"}
+    mapping = {it.body: it.bone for it in arm.sinew.bone_map if it.bone}
+    assert mapping["Pelvis"] == "pelvis" and mapping["Spine"] == "abdomenLower" and mapping["FemurL"] == "lThighBend"
+    assert mapping["ArmR"] == "rShldrBend" and mapping["ForeArmR"] == "rForearmBend"
+    s.clip_source, s.length_mode, s.seconds, s.fatigue_scale = "ACTION", "SECONDS", 0.5, 0.0
+    assert bpy.ops.sinew.simulate() == {"FINISHED"}, s.last_report
+    take = json.loads(arm.animation_data.action["sinew_take"])
+    assert not take["summary"]["fell"] and take["summary"]["joint_err_deg_mean"] < 6.0
+    scene.frame_set(scene.frame_start + 10)
+    bones = arm.pose.bones
+    for twist, bend in (("lThighTwist", "lThighBend"), ("rShldrTwist", "rShldrBend")):
+        rest = np.array(bones[twist].rotation_quaternion) if bones[twist].rotation_mode == "QUATERNION" \
+            else np.array(bones[twist].rotation_euler.to_quaternion())
+        bent = bones[bend].rotation_quaternion if bones[bend].rotation_mode == "QUATERNION" \
+            else bones[bend].rotation_euler.to_quaternion()
+        assert np.allclose(np.abs(rest[0]), 1.0, atol=1e-6), (twist, rest)
+        assert abs(bent[0]) < 0.9999, bend
