@@ -383,7 +383,7 @@ def resolve_mapping(skeleton: SourceSkeleton, preset: str | None = None,
         g = guess_mapping(skeleton)
         if missing_required(base):
             if _score(g) > best[0]:
-                base, label = g, f"guess (best preset {best[2]!r})"
+                base, label = g, "guess"
         elif all(g.get(b) == base[b] for b in REQUIRED + list(SPINE_ANY) if b in base):
             # a preset's names, but not all of them (LAFAN1's "LeftToe" for Mixamo's
             # "LeftToeBase"): where the guess agrees on every body the preset found, it
@@ -402,7 +402,10 @@ def resolve_mapping(skeleton: SourceSkeleton, preset: str | None = None,
     check_mapping(out, skeleton, label)
     miss = missing_required(out)
     if miss:
-        tried = f"preset {preset!r}" if preset is not None else f"automatic choice {label!r}"
+        tried = (f"preset {preset!r}" if preset is not None else
+                 f"automatic choice: every preset (the nearest, {best[2]!r}, names "
+                 f"{_score(match_preset(skeleton, best[2])) // 100} of the {len(REQUIRED) + 1} bodies needed) and a "
+                 "guess from the bones' names and hierarchy")
         raise ParameterError(
             "mapping",
             f"the source skeleton lacks bones for model bodies {', '.join(miss)} "
