@@ -150,34 +150,30 @@ def detect_calibration(motion: SourceMotion, bones=None, arms=(), legs=()) -> Ca
 
 
 def held_inside(motion: SourceMotion, bones=None, arms=(), legs=()) -> list[dict]:
-    """Calibration poses inside the clip (a capture restarted, takes spliced): runs of frames
-    in a T- or A-pose on straight legs (as detect_calibration judges them) that a jump leads
-    into and another out of (each at least max(JUMP_MIN_DEG, JUMP_FACTOR x the clip's
-    ordinary frame-to-frame change)). A take jumps there. Findings as engine.motion.checks
-    makes them: check "calibration", body the pose's name, worst the larger jump (deg)."""
+    """Calibration poses inside the clip (a capture restarted, takes spliced): the frames
+    between two jumps (each at least max(JUMP_MIN_DEG, JUMP_FACTOR x the clip's ordinary
+    frame-to-frame change), at most MAX_SECONDS apart) when every one of them is the same T-
+    or A-pose on straight legs (as detect_calibration judges them). A take jumps there.
+    Findings as engine.motion.checks makes them: check "calibration", body the pose's name,
+    worst the larger jump (deg). Only the frames between jumps are posed (a long clip has few)."""
     F = motion.num_frames
     if F < 3 or not (len(arms) and len(legs)):
         return []
     R = motion.rotations if bones is None else motion.rotations[:, np.asarray(bones, int)]
     d = pose_change_deg(R)  # d[t]: frame t -> t + 1
     limit = max(JUMP_MIN_DEG, JUMP_FACTOR * float(np.percentile(d, 90)))
-    heads = _heads(motion, 0, F)
-    names = _pose_names(_arm_drops(heads, arms))
-    posed = (names != "") & np.all(_knee_bends(heads, legs) <= STRAIGHT_KNEE_DEG, axis=1)
-    out, t = [], 1
-    while t < F - 1:
-        if not (posed[t] and d[t - 1] >= limit):
-            t += 1
+    jumps = np.flatnonzero(d >= limit)
+    out = []
+    for j1, j2 in zip(jumps[:-1], jumps[1:]):
+        first, last = int(j1) + 1, int(j2)  # the frames between the jump in and the jump out
+        if (last - first + 1) * motion.frame_time > MAX_SECONDS:
             continue
-        end = t  # the run's last frame
-        while end + 1 < F and posed[end + 1] and names[end + 1] == names[t] and d[end] < limit:
-            end += 1
-        if end + 1 < F and d[end] >= limit:
-            worst = max(float(d[t - 1]), float(d[end]))
-            out.append(dict(check="calibration", body=f"{names[t]}", first_s=round(t / motion.fps, 3),
-                            last_s=round(end / motion.fps, 3), frames=int(end - t + 1), worst=round(worst, 1),
-                            limit=round(limit, 1), unit="deg"))
-        t = end + 1
+        heads = _heads(motion, first, last + 1)
+        names = _pose_names(_arm_drops(heads, arms))
+        if names[0] and np.all(names == names[0]) and np.all(_knee_bends(heads, legs) <= STRAIGHT_KNEE_DEG):
+            out.append(dict(check="calibration", body=str(names[0]), first_s=round(first / motion.fps, 3),
+                            last_s=round(last / motion.fps, 3), frames=last - first + 1,
+                            worst=round(float(max(d[j1], d[j2])), 1), limit=round(limit, 1), unit="deg"))
     return out
 
 
