@@ -63,7 +63,7 @@ from engine.control.balance import BalanceParams, BalancePlanner
 from engine.control.controller import Controller
 from engine.control.tracking import TrackingParams
 from engine.kinematics import joint_errors_deg
-from engine.take import FALL_ROOT_HEIGHT
+from engine.take import is_down
 
 from .model import Model
 from .networks import VAE
@@ -213,8 +213,11 @@ class DaggerTrainer:
         return self.sim.snapshot()
 
     def _fallen(self) -> bool:
-        """The pelvis below the fall height, or the physics diverged (its labels would be wild)."""
-        return self.sim.diverged_body() is not None or float(self.sim.state.pos[0, 2]) < FALL_ROOT_HEIGHT
+        """The pelvis down as a take judges it (engine.take.is_down, against the clip's), or the
+        physics diverged (its labels would be wild)."""
+        if self.sim.diverged_body() is not None:
+            return True
+        return is_down(float(self.sim.physics.get_q()[0][2]), float(self.plan.sample(self.sim.steps)[0][2]))
 
     def reset(self, rng, velocity_noise: float, start: int | None = None) -> None:
         """To a start state (a random one unless `start`), every DOF's velocity perturbed."""
