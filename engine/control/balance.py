@@ -608,14 +608,12 @@ class BalancePlanner(OffsetTracker):
             return None
 
     def _continued(self, trace: Trace, U: np.ndarray, now: int) -> float:
-        """Shadow.continued on this process's shadow (one made for it where workers play the rest)."""
-        sh = self._local_shadow()
-        before = sh.steps_played
-        cost = sh.resume(trace, U, now)
-        self.rollout_steps += sh.steps_played - before
+        """The nominal U resumed from `trace` to the horizon on this process's shadow (one made
+        for it where workers play the rest); its Trace kept as plan 0's."""
+        cost, tr = self._played(self._local_shadow(), None, trace, U, now, self.balance.horizon, np.inf)
         self.continued += 1
-        if sh.trace is not None:
-            self._traces[0] = sh.trace
+        if tr is not None:
+            self._traces[0] = tr
         return cost
 
     def followed(self, snap: dict, now: int) -> Trace | None:

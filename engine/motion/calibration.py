@@ -114,6 +114,13 @@ def _knee_bends(heads: np.ndarray, legs) -> np.ndarray:
     return out
 
 
+def _poses(heads: np.ndarray, arms, legs) -> tuple[np.ndarray, np.ndarray]:
+    """Per frame of `heads` (n, J, 3): the pose's name (_pose_names) and whether it is a
+    calibration pose (a T- or A-pose on straight legs)."""
+    names = _pose_names(_arm_drops(heads, arms))
+    return names, (names != "") & np.all(_knee_bends(heads, legs) <= STRAIGHT_KNEE_DEG, axis=1)
+
+
 def _pose_names(drops: np.ndarray) -> np.ndarray:
     """Per frame "T-pose", "A-pose" or "" from the upper arms' drops (n, arms)."""
     t = np.all(np.abs(drops) <= T_POSE_DEG, axis=1)
@@ -137,9 +144,7 @@ def detect_calibration(motion: SourceMotion, bones=None, arms=(), legs=()) -> Ca
     last = min(F - max(MIN_MOTION_FRAMES, int(np.ceil(MIN_MOTION_S * motion.fps))), int(MAX_SECONDS * motion.fps) + 1)
     if last < 1:
         return Calibration(0, motion.fps)
-    heads = _heads(motion, 0, last + 1)
-    names = _pose_names(_arm_drops(heads, arms))
-    posed = (names != "") & np.all(_knee_bends(heads, legs) <= STRAIGHT_KNEE_DEG, axis=1)
+    names, posed = _poses(_heads(motion, 0, last + 1), arms, legs)
     found, start = Calibration(0, motion.fps), 0
     while start < last:  # held runs one after the other (a T-pose, then an A-pose)
         cal = _held_run(motion, R, d, start, last, posed, names)
@@ -168,9 +173,8 @@ def held_inside(motion: SourceMotion, bones=None, arms=(), legs=()) -> list[dict
         first, last = int(j1) + 1, int(j2)  # the frames between the jump in and the jump out
         if (last - first + 1) * motion.frame_time > MAX_SECONDS:
             continue
-        heads = _heads(motion, first, last + 1)
-        names = _pose_names(_arm_drops(heads, arms))
-        if names[0] and np.all(names == names[0]) and np.all(_knee_bends(heads, legs) <= STRAIGHT_KNEE_DEG):
+        names, posed = _poses(_heads(motion, first, last + 1), arms, legs)
+        if posed.all() and np.all(names == names[0]):
             out.append(dict(check="calibration", body=str(names[0]), first_s=round(first / motion.fps, 3),
                             last_s=round(last / motion.fps, 3), frames=last - first + 1,
                             worst=round(float(max(d[j1], d[j2])), 1), limit=round(limit, 1), unit="deg"))
