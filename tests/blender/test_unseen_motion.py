@@ -12,6 +12,20 @@ import pytest
 from .conftest import WALK, bpy, sub
 
 
+def _imported(path):
+    """The armature Blender's own BVH importer makes of `path` (cm, Y up), the scene playing
+    its action's own frames (the importer only lengthens a scene, and 7 s of a last pose are
+    not the clip)."""
+    import addon_utils
+
+    addon_utils.enable("io_anim_bvh", default_set=True)
+    bpy.ops.import_anim.bvh(filepath=str(path), global_scale=0.01, update_scene_fps=True,
+                            update_scene_duration=True, axis_forward="-Z", axis_up="Y")
+    arm = bpy.context.active_object
+    bpy.context.scene.frame_end = int(arm.animation_data.action.frame_range[1])
+    return arm
+
+
 @pytest.fixture
 def bone_axes_walk(tmp_path, sinew):
     """The bundled walk at 30 fps with bone-aligned axes, ZXY and position channels on every
@@ -26,14 +40,7 @@ def bone_axes_walk(tmp_path, sinew):
 
 @pytest.mark.smoke
 def test_an_armature_that_rests_as_a_line_retargets_simulates_and_bakes(sinew, fresh, bone_axes_walk):
-    import addon_utils
-
-    addon_utils.enable("io_anim_bvh", default_set=True)
-    bpy.ops.import_anim.bvh(filepath=str(bone_axes_walk), global_scale=0.01, update_scene_fps=True,
-                            update_scene_duration=True, axis_forward="-Z", axis_up="Y")
-    arm = bpy.context.active_object
-    # the importer only lengthens a scene: play the action's own frames, not 7 s of its last pose
-    bpy.context.scene.frame_end = int(arm.animation_data.action.frame_range[1])
+    arm = _imported(bone_axes_walk)
     heads = np.array([b.head_local for b in arm.data.bones])[1:]  # the root bone is on the floor
     assert np.ptp(heads[:, 2]) < 0.2 and np.ptp(heads[:, 0]) + np.ptp(heads[:, 1]) > 1.0  # it rests lying down
     original = arm.animation_data.action
@@ -56,19 +63,13 @@ def test_an_action_exported_in_place_walks_where_its_feet_take_it(sinew, fresh, 
     """A walk whose root's travel was taken out on export (Mixamo's "In Place"), imported with
     Blender's BVH importer: the take's hips travel as the feet step, and the report says the
     path was rebuilt from the feet."""
-    import addon_utils
-
     from ..clips import in_place
     from bl_ext.user_default.sinew.engine.motion import read_bvh, write_bvh
 
     path = tmp_path / "walk_in_place.bvh"
     write_bvh(path, in_place(read_bvh(WALK)))
-    addon_utils.enable("io_anim_bvh", default_set=True)
-    bpy.ops.import_anim.bvh(filepath=str(path), global_scale=0.01, update_scene_fps=True,
-                            update_scene_duration=True, axis_forward="-Z", axis_up="Y")
-    arm = bpy.context.active_object
+    arm = _imported(path)
     scene = bpy.context.scene
-    scene.frame_end = int(arm.animation_data.action.frame_range[1])
     hips = arm.pose.bones["Character1_Hips"]
 
     def hips_at(frame):
@@ -95,19 +96,13 @@ def test_a_daz_skeleton_with_twist_bones_in_its_limbs_maps_simulates_and_bakes(s
     their chains), imported with Blender's BVH importer: the Retarget button maps it by the
     name guess, the take walks, and the bake turns each limb through its bend bone, the twist
     bones left at rest (the take's world rotations are the bend and twist bones' together)."""
-    import addon_utils
-
     from ..clips import daz_chains
     from bl_ext.user_default.sinew.engine.motion import read_bvh, write_bvh
 
     path = tmp_path / "daz_walk.bvh"
     write_bvh(path, daz_chains(read_bvh(WALK)))
-    addon_utils.enable("io_anim_bvh", default_set=True)
-    bpy.ops.import_anim.bvh(filepath=str(path), global_scale=0.01, update_scene_fps=True,
-                            update_scene_duration=True, axis_forward="-Z", axis_up="Y")
-    arm = bpy.context.active_object
+    arm = _imported(path)
     scene = bpy.context.scene
-    scene.frame_end = int(arm.animation_data.action.frame_range[1])
     s = scene.sinew
     s.armature = arm
     assert bpy.ops.sinew.retarget() == {"FINISHED"}
