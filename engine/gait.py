@@ -53,7 +53,7 @@ def trunk_lean_deg(rig: Rig, body_pos: np.ndarray) -> np.ndarray:
     """(N,) angle from vertical of the line from the pelvis's centre of mass to the torso's
     (deg), for body positions (N, B, 3)."""
     trunk = body_pos[:, rig.body_index("Torso")] - body_pos[:, rig.body_index("Pelvis")]
-    return np.degrees(np.arctan2(np.linalg.norm(trunk[:, :2], axis=1), trunk[:, 2]))
+    return np.degrees(np.arctan2(np.linalg.norm(trunk[:, :2], axis=1), np.ascontiguousarray(trunk[:, 2])))  # DESIGN.md 'Same bits'
 
 
 def _clean(mask: np.ndarray, gap: int, shortest: int, swing=None) -> np.ndarray:

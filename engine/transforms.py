@@ -151,7 +151,7 @@ def quat_to_axis_angle(q: np.ndarray) -> np.ndarray:
     q = quat_normalize(q)
     q = np.where(q[..., :1] < 0, -q, q)
     s = np.linalg.norm(q[..., 1:], axis=-1, keepdims=True)
-    theta = 2.0 * np.arctan2(s, q[..., :1])
+    theta = 2.0 * np.arctan2(s, np.ascontiguousarray(q[..., :1]))  # contiguous: DESIGN.md 'Same bits'
     small = s < 1e-12
     scale = np.where(small, 2.0, theta / np.where(small, 1.0, s))
     return q[..., 1:] * scale

@@ -733,7 +733,7 @@ def build_reference(rig, root_pos: np.ndarray, local: np.ndarray, body_rot: np.n
             q_parts.append(local[:, b])
             v_parts.append(omega[:, b])
         else:
-            ang = 2 * np.arctan2(local[:, b, 1:] @ axes[b], local[:, b, 0])
+            ang = 2 * np.arctan2(local[:, b, 1:] @ axes[b], np.ascontiguousarray(local[:, b, 0]))  # DESIGN.md 'Same bits'
             ang = (ang + np.pi) % (2 * np.pi) - np.pi
             q_parts.append(ang[:, None])
             v_parts.append(_ddt(np.unwrap(ang), dt)[:, None])
