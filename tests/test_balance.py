@@ -30,13 +30,13 @@ def speeds_from(take, t0: float) -> tuple[float, float]:
     return go(take.q), go(take.q_ref)
 
 
-def assert_same_plans(a, b) -> None:
-    """Two takes of the same planner, one with worker processes: the same plans chosen, so
-    the same take to round-off. Bit for bit is the design (every rollout starts from the
-    snapshot), and every take tried here was; but CI once saw q differ at round-off with the
-    activations equal to float32's last bit (thirty-fourth session, cause not found). A plan
-    chosen differently moves the joints by 1e-2 rad within a decision, not 1e-6."""
-    assert np.allclose(a.q, b.q, rtol=0.0, atol=1e-6) and np.allclose(a.activation, b.activation, rtol=0.0, atol=1e-5)
+def assert_same_take(a, b) -> None:
+    """Two takes of the same planner, one with worker processes: every rollout starts from
+    the snapshot, so the same plans are chosen and the take is the same to the bit. (CI once
+    saw q differ at round-off: the retarget's strided arctan2 took numpy's libm or SIMD path
+    by where the output landed, DESIGN.md 'Same bits'; tests/test_same_bits.py guards it.)"""
+    for k in ("q", "activation"):
+        np.testing.assert_array_equal(getattr(a, k), getattr(b, k), err_msg=k)
     assert a.meta["balance"]["mean_best_cost"] == b.meta["balance"]["mean_best_cost"]
 
 
@@ -161,14 +161,14 @@ def test_offset_tracker_without_offsets_is_the_tracker(rig):
 
 def test_balance_planner_is_the_same_in_workers_and_in_process(rig):
     """Candidates played in two forked workers or in this process pick the same plans: the
-    take is the same (assert_same_plans: each rollout starts from the snapshot, nothing else)."""
+    take is the same (assert_same_take: each rollout starts from the snapshot, nothing else)."""
     from engine.control.balance import BalanceParams
     from engine.take import simulate
 
     takes = [simulate(rig, [(MOTION_DIR / "walk.bvh", 0.3)], seed=3, fps=120, progress=lambda f: None,
                       params=TrackingParams(residual=0.0, balance=BalanceParams(candidates=5, horizon=24, workers=w)))
              for w in (0, 2)]  # 5 candidates: dealt 3 and 2 to the workers
-    assert_same_plans(*takes)
+    assert_same_take(*takes)
     b = takes[0].meta["balance"]
     assert b["plans"] == 3 and takes[0].meta["tracking"]["balance"]["candidates"] == 5
     assert b["mean_best_cost"] == takes[1].meta["balance"]["mean_best_cost"]
@@ -179,7 +179,7 @@ def test_the_chosen_plans_rollout_is_continued_not_played_again(rig, monkeypatch
     """The plan chosen at a decision is the next one's nominal candidate: where the take has
     followed it to the bit, its rollout's last steps are that candidate's first, so only the
     last `replan` steps are played. The take is the same bit for bit as with every candidate
-    played afresh in this process (and the same plans in workers: assert_same_plans), a push included (while it acts, the take's
+    played afresh in this process (and the same plans in workers: assert_same_take), a push included (while it acts, the take's
     state is not the rollout's, and the candidate is played afresh)."""
     from engine.control import balance as bal
     from engine.take import simulate
@@ -196,7 +196,7 @@ def test_the_chosen_plans_rollout_is_continued_not_played_again(rig, monkeypatch
     t = continued[0]
     assert np.array_equal(t.q, afresh.q) and np.array_equal(t.activation, afresh.activation)
     assert t.meta["balance"]["mean_best_cost"] == b0["mean_best_cost"]
-    assert_same_plans(continued[2], afresh)
+    assert_same_take(continued[2], afresh)
     # 6 decisions: the first has no last plan, the push's (0.25-0.35 s) starts at 3 and 4 differ
     assert b0["continued_share"] == 0 and 0 < b["continued_share"] < 1 and b["continued_share"] <= 3 / 6
     assert b["rollout_steps"] < b0["rollout_steps"]
@@ -238,7 +238,7 @@ def test_successive_halving_keeps_the_plans_its_rule_names(rig):
 
 def test_successive_halving_is_the_same_in_workers_and_in_process(rig):
     """Halving plays its rounds in the take's process whatever the workers (on the workers its
-    takes differed at round-off now and then): a take with halving chooses the same plans
+    takes once differed at round-off, DESIGN.md "Same bits"): a take with halving chooses the same plans
     with two workers as without, and plays fewer rollout steps than a take without halving."""
     from engine.control.balance import BalanceParams
     from engine.take import simulate
@@ -249,7 +249,7 @@ def test_successive_halving_is_the_same_in_workers_and_in_process(rig):
                                                                                   workers=workers)))
 
     here, forked, whole = take(0, (3,)), take(2, (3,)), take(0, ())
-    assert_same_plans(here, forked)
+    assert_same_take(here, forked)
     assert here.meta["balance"]["rollout_steps"] < whole.meta["balance"]["rollout_steps"]
     assert 0 < here.meta["balance"]["continued_share"] < 1
     from engine.commands.take_report import balance
@@ -282,7 +282,7 @@ def test_a_killed_planner_worker_does_not_lose_the_take(rig, capfd):
                       params=TrackingParams(residual=0.0, balance=BalanceParams(candidates=4, horizon=12, workers=w)))
              for w, p in ((0, lambda f: None), (2, kill_one))]
     assert killed
-    assert_same_plans(*takes)
+    assert_same_take(*takes)
     lost = takes[1].meta["balance"]["workers_lost"]
     assert "worker process ended" in lost and takes[0].meta["balance"]["workers_lost"] is None
     assert "planned on in the take's process" in capfd.readouterr().err
