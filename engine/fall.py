@@ -15,8 +15,11 @@ from the take's own frames:
 - what led to it, every one of these the take shows: a push that ended less than PUSH_S
   before the onset (its direction in the facing it found); tired legs (their f0-weighted
   mean M_F, the report's figure, at least TIRED_MF at the onset); the clip lost before the onset (the joint error over the second
-  before it at least OFF_FACTOR times its mean before, and OFF_DEG more); a clip beyond the
-  body (engine.control.demands); nothing to balance it (the tracking controller alone with no
+  before it at least OFF_FACTOR times its mean before, and OFF_DEG more); the clip's path
+  left (the root at least PATH_M off it at the onset, and PATH_FACTOR times its mean before),
+  with where the body ran on through a stop or a turn on the spot the clip made (the clip's
+  root below STOP_MPS while the body's was RUN_ON_MPS faster); a clip beyond the body
+  (engine.control.demands); nothing to balance it (the tracking controller alone with no
   residual). When none shows, the cause is said to be the balance itself.
 """
 from __future__ import annotations
@@ -34,6 +37,9 @@ PUSH_S = 2.0  # s: a push that ended this long before the onset is named
 TIRED_MF = 0.2  # legs' mean M_F from which they are named: a fifth of their motor units fatigued
 OFF_S = 1.0  # s: the joint error before the onset is averaged this long ...
 OFF_FACTOR, OFF_DEG = 1.5, 3.0  # ... and is 'off the clip' at this many times its mean before, and this much more
+PATH_M, PATH_FACTOR = 0.5, 3.0  # m: the root this far off the clip's path at the onset, and this many times its mean before
+STOP_MPS, RUN_ON_MPS = 0.3, 0.5  # m/s: the clip's root this slow (a stop, a turn) while the body's is this much faster
+SPEED_S = 0.2  # s: root speeds are averaged over this long
 
 # the eight directions, counter-clockwise from forward (45 degree sectors)
 DIRECTIONS = ("forward", "forward and to its left", "to its left", "backward and to its left", "backward",
@@ -104,6 +110,9 @@ def diagnose(take, rig: Rig) -> dict | None:
         if e1 >= OFF_FACTOR * e0 and e1 >= e0 + OFF_DEG:
             causes.append(f"the clip lost before it (joint error {e1:.1f} deg in the second before the onset, "
                           f"{e0:.1f} on average until then)")
+    left = path_left(t, np.asarray(take.q, float)[:, :2], np.asarray(take.q_ref, float)[:, :2], i0)
+    if left:
+        causes.append(left)
     seg = int(take.segment[i0]) if len(take.segment) else 0
     demands = m.get("demands") or []
     if seg < len(demands) and demanding(demands[seg]):
@@ -117,6 +126,36 @@ def diagnose(take, rig: Rig) -> dict | None:
                       "in sight" + (" (the planner's sampling: another --seed may hold)" if m.get("balance") else ""))
     return dict(time_s=round(float(m.get("stopped_at_s") or t[end]), 3), onset_s=round(onset, 3), direction=way,
                 legs_MF_onset=round(float(legs[i0]), 4), legs_MF_start=round(float(legs[0]), 4), causes=causes)
+
+
+def root_speed(t: np.ndarray, xy: np.ndarray) -> np.ndarray:
+    """(N,) horizontal speed of a root path xy (N, 2) at times t, averaged over SPEED_S."""
+    if len(t) < 2:
+        return np.zeros(len(t))
+    v = np.linalg.norm(np.gradient(xy, t, axis=0), axis=1)
+    k = max(int(round(SPEED_S / float(np.median(np.diff(t))))), 1)
+    return np.convolve(np.pad(v, (k // 2, k - 1 - k // 2), mode="edge"), np.ones(k) / k, mode="valid")
+
+
+def path_left(t: np.ndarray, xy: np.ndarray, xy_ref: np.ndarray, i0: int) -> str | None:
+    """'off the clip's path ...' when the root was PATH_M off the clip's at frame i0 and
+    PATH_FACTOR times its mean before, naming the last stop or turn on the spot of the clip's
+    that the body ran on through while still on its path (module docstring); None when the
+    take kept to the path."""
+    off = np.linalg.norm(xy - xy_ref, axis=1)
+    v, v_ref = root_speed(t, xy), root_speed(t, xy_ref)
+    ran = (v_ref[:i0] < STOP_MPS) & (v[:i0] > v_ref[:i0] + RUN_ON_MPS)
+    starts = np.flatnonzero(ran & ~np.concatenate([[False], ran[:-1]]) & (off[:i0] < PATH_M))
+    start = int(starts[-1]) if starts.size else i0  # the path before it is the path the take kept
+    if off[i0] < PATH_M or off[i0] < PATH_FACTOR * float(off[:max(start, 1)].mean()):
+        return None
+    text = f"off the clip's path ({off[i0]:.1f} m at the onset, {float(off[:max(start, 1)].mean()):.1f} m on average before)"
+    if starts.size:
+        end = start + int(np.argmin(ran[start:])) if not ran[start:].all() else i0  # the run-on's last frame + 1
+        j = start + int(np.argmin(v_ref[start:end]))  # where the clip was slowest
+        text += (f": it ran on at {v[j]:.1f} m/s through the clip's stop or turn at {t[j]:.2f} s "
+                 f"(the clip's root at {v_ref[j]:.1f} m/s)")
+    return text
 
 
 def describe(d: dict) -> str:

@@ -64,3 +64,38 @@ def test_the_tracker_alone_falls_with_nothing_to_balance_it_and_a_take_that_stan
     assert "nothing to balance it" in lines[1]
     assert "**yes, at " in (tmp_path / "alone" / "report.md").read_text()
     assert _held(rig, seconds=1.0).meta["summary"]["fall"] is None
+
+
+def _out_and_back(t, turn_s):
+    """A root path along +x at 1 m/s that slows to a stop at turn_s and comes back at 1 m/s
+    (the speed changing linearly over the half second either side of the turn)."""
+    v = np.clip((turn_s - t) / 0.5, -1.0, 1.0)
+    x = np.concatenate([[0.0], np.cumsum(0.5 * (v[1:] + v[:-1]) * np.diff(t))])
+    return np.stack([x, np.zeros_like(x)], 1)
+
+
+def test_a_body_that_runs_on_through_the_clips_turn_is_said_to_leave_its_path_there():
+    """The Mixamo fixture's fall (seed 1: the body kept 1.2 m/s through the clip's turn at
+    5.5 s and ran 4 m off its path) as a root path: the diagnosis names the turn, within the
+    speeds' averaging, and the body's speed there; a body on the path, or one that left it
+    little by little with no stop of the clip's, is named so or not at all."""
+    from engine.fall import SPEED_S, path_left
+
+    t = np.arange(0, 6.0, 1 / 30)
+    clip = _out_and_back(t, 3.0)
+    body = clip.copy()
+    after = t > 2.5
+    body[after, 0] = clip[after][0, 0] + 1.0 * (t[after] - 2.5)  # it keeps going at 1 m/s
+    i0 = int(np.searchsorted(t, 5.0))
+    said = path_left(t, body, clip, i0)
+    off = np.linalg.norm(body[i0] - clip[i0])
+    assert said.startswith(f"off the clip's path ({off:.1f} m at the onset, 0.0 m on average before): it ran on at 1.0 m/s")
+    turn = float(said.split("turn at ")[1].split(" s")[0])
+    assert abs(turn - 3.0) <= SPEED_S, said
+    assert path_left(t, clip, clip, i0) is None
+    drift = clip.copy()
+    drift[:, 1] = 0.2 * t  # a steady sideways drift, 1 m by the onset: the path the take kept
+    assert path_left(t, drift, clip, i0) is None
+    drift[:, 1] = 0.008 * t ** 3  # one that runs away, 1 m by the onset, no stop run through
+    before = f"{0.008 * (t[:i0] ** 3).mean():.1f}"
+    assert path_left(t, drift, clip, i0) == f"off the clip's path (1.0 m at the onset, {before} m on average before)"
