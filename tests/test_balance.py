@@ -601,3 +601,25 @@ def test_balanced_walk_of_a_transformed_capture(rig, tmp_path):
     speed, ref = speeds_from(take, 2.0)
     assert abs(speed - ref) <= 0.1 * ref
     assert ref == pytest.approx(0.8 * 1.25, rel=0.1)  # the bundled walk's 1.25 m/s at 0.8 of its pace
+
+
+def test_a_shove_makes_the_planner_search_more_and_the_report_says_so(rig):
+    """Eq. (4): where the cheapest plan costs extra_above x the recent median, `extra` more are
+    tried. A 300 N shove sideways sends the costs up: the pushed take searches more than the
+    same take unpushed, and plays the same plans until the push; with extra 0 it never does."""
+    from engine.commands.take_report import balance
+    from engine.control.balance import BalanceParams
+    from engine.take import simulate
+
+    def take(pushes=(), extra=4):
+        return simulate(rig, [(MOTION_DIR / "walk.bvh", 1.2)], seed=2, fps=30, progress=lambda f: None, pushes=pushes,
+                        params=TrackingParams(residual=0.0, balance=BalanceParams(candidates=5, horizon=24, extra=extra)))
+
+    calm, pushed, never = take(), take(("0.6:300,0,0:0.2",)), take(extra=0)
+    c, p = calm.meta["balance"], pushed.meta["balance"]
+    assert p["searched_more"] >= c["searched_more"] + 2 and 0 < p["found_more"] <= p["searched_more"]
+    i = np.searchsorted(calm.times, 0.6)
+    np.testing.assert_array_equal(calm.q[:i + 1], pushed.q[:i + 1])
+    assert never.meta["balance"]["searched_more"] == 0
+    assert f", 4 more tried at {p['searched_more']} hard decisions (a cheaper plan at {p['found_more']})" in balance(p)
+    assert "more tried" not in balance(never.meta["balance"])

@@ -76,10 +76,19 @@ def stand(st: dict) -> str:
 def balance(b: dict) -> str:
     """How the balance planner (engine.control.balance) steered the tracker."""
     return (f"planned ahead without the residual (predictive sampling, engine/control/balance.py): "
-            f"{b['plans']} plans of {b['candidates']} candidates {b['horizon_s']:g} s ahead{halved(b)}; the last plan kept "
+            f"{b['plans']} plans of {b['candidates']} candidates {b['horizon_s']:g} s ahead{halved(b)}{searched(b)}; the last plan kept "
             f"{100 * b['kept_share']:.0f} % of the time, no offsets {100 * b['no_offset_share']:.0f} %; offsets "
             f"{b['offset_deg_mean']:.1f} deg on average ({b['offset_deg_max']:.0f} at most)"
             + (f"; {b['workers_lost']}" if b.get("workers_lost") else ""))
+
+
+def searched(b: dict) -> str:
+    """', 16 more tried at 14 hard decisions (a cheaper plan at 7)' where the planner searched
+    more (BalanceParams.extra, eq. 4)."""
+    n = b.get("searched_more")  # takes before 2026-12-06: none
+    if not n:
+        return ""
+    return f", {b['extra']} more tried at {n} hard decision{'s' if n > 1 else ''} (a cheaper plan at {b['found_more']})"
 
 
 def halved(b: dict) -> str:
