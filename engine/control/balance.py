@@ -577,8 +577,9 @@ class BalancePlanner(OffsetTracker):
         ranks every sampled plan; a later round prunes against the plans finished before it
         starts (the nominal's), the last one also against each plan it finishes, as `costs`
         does. Played in this process, with or without workers: on the workers the rounds'
-        takes differed from this process's at round-off on 1 run in 6 to 3 in 4 (a race not
-        found yet, thirty-third session), and halving is a measurement, not the default."""
+        takes differed from this process's at round-off on 1 run in 6 to 3 in 4 (thirty-third
+        session; likely numpy's last bit by where an output landed, DESIGN.md 'Same bits',
+        found since and not measured here again), and halving is a measurement, not the default."""
         b, sh = self.balance, self._local_shadow()
         rounds = len(b.halving) + 1
         ends = [b.horizon // rounds * (i + 1) for i in range(rounds - 1)] + [b.horizon]
