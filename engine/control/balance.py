@@ -672,20 +672,7 @@ class BalancePlanner(OffsetTracker):
             snap = snapshot(sim, self)
             costs = self.costs(snap, plans, now)
             best = int(np.argmin(costs))
-            b = self.balance
-            bar = b.extra_above * float(np.median(self._recent)) if len(self._recent) >= 5 else np.inf
-            self._recent = (self._recent + [costs[best]])[-EXTRA_MEMORY:]
-            sampled = True  # chosen among the candidates (not the extra plans)
-            if b.extra and bar < costs[best] < FALL_COST:  # eq. (4)
-                traces, more = self._traces, self.more_candidates(plans[best])
-                more_costs = self.costs(snap, more, now)
-                j = int(np.argmin(more_costs))
-                self.searched_more += 1
-                if more_costs[j] < costs[best]:
-                    plans, costs, best, sampled = more, more_costs, j, False
-                    self.found_more += 1
-                else:
-                    self._traces = traces
+            plans, costs, best, sampled = self.searched(snap, plans, costs, best, now)
             self.U, self.plan_start = plans[best], now
             self._trace = self._traces.get(best)
             if self._trace is not None:
@@ -698,6 +685,25 @@ class BalancePlanner(OffsetTracker):
             self.offset_sum += float(u.mean())
             self.offset_max = max(self.offset_max, float(u.max()))
         return super().act(sim, state)
+
+    def searched(self, snap: dict, plans: list, costs: list, best: int, now: int) -> tuple[list, list, int, bool]:
+        """Eq. (4): where the cheapest plan costs extra_above x the recent median and is no fall,
+        `extra` more plans about it played; (plans, costs, best, sampled) of whichever set holds
+        the cheapest of all (sampled: the candidates'). Keeps the recent cheapest costs."""
+        b = self.balance
+        bar = b.extra_above * float(np.median(self._recent)) if len(self._recent) >= 5 else np.inf
+        self._recent = (self._recent + [costs[best]])[-EXTRA_MEMORY:]
+        if not (b.extra and bar < costs[best] < FALL_COST):
+            return plans, costs, best, True
+        traces, more = self._traces, self.more_candidates(plans[best])
+        more_costs = self.costs(snap, more, now)
+        j = int(np.argmin(more_costs))
+        self.searched_more += 1
+        if more_costs[j] < costs[best]:
+            self.found_more += 1
+            return more, more_costs, j, False
+        self._traces = traces  # the candidates' Traces: the chosen plan's is among them
+        return plans, costs, best, True
 
     def checkpoint(self, sim) -> dict:
         """The take's state and the planner's own (its plan), for `resume`: a start state a
