@@ -20,7 +20,8 @@ from the take's own frames:
   with where the body ran on through a stop or a turn on the spot the clip made (the clip's
   root below STOP_MPS while the body's was RUN_ON_MPS faster); a clip beyond the body
   (engine.control.demands); nothing to balance it (the tracking controller alone with no
-  residual). When none shows, the cause is said to be the balance itself.
+  residual). When none shows, the cause is said to be the balance itself. A policy that
+  generates its own motion or steers by heading has no clip to lose or path to leave.
 """
 from __future__ import annotations
 
@@ -103,14 +104,15 @@ def diagnose(take, rig: Rig) -> dict | None:
                           f"({push.seconds:g} s on {push.body})")
     if legs[i0] >= TIRED_MF:
         causes.append(f"tired legs (M_F {legs[i0]:.2f} at the onset, {legs[0]:.2f} at the start)")
+    follows = (m.get("policy") or {}).get("mode", "track") == "track"  # generate, heading: no clip to keep to
     err = np.asarray(take.joint_err_deg, float)
     before, last = (t > 0) & (t < onset - OFF_S), (t >= onset - OFF_S) & (t <= onset)
-    if before.any() and last.any():
+    if follows and before.any() and last.any():
         e0, e1 = float(err[before].mean()), float(err[last].mean())
         if e1 >= OFF_FACTOR * e0 and e1 >= e0 + OFF_DEG:
             causes.append(f"the clip lost before it (joint error {e1:.1f} deg in the second before the onset, "
                           f"{e0:.1f} on average until then)")
-    left = path_left(t, np.asarray(take.q, float)[:, :2], np.asarray(take.q_ref, float)[:, :2], i0)
+    left = follows and path_left(t, np.asarray(take.q, float)[:, :2], np.asarray(take.q_ref, float)[:, :2], i0)
     if left:
         causes.append(left)
     seg = int(take.segment[i0]) if len(take.segment) else 0

@@ -99,3 +99,18 @@ def test_a_body_that_runs_on_through_the_clips_turn_is_said_to_leave_its_path_th
     drift[:, 1] = 0.008 * t ** 3  # one that runs away, 1 m by the onset, no stop run through
     before = f"{0.008 * (t[:i0] ** 3).mean():.1f}"
     assert path_left(t, drift, clip, i0) == f"off the clip's path (1.0 m at the onset, {before} m on average before)"
+
+
+def test_a_take_with_no_clip_to_keep_to_is_not_said_to_lose_it(rig):
+    """The tracker alone falls off the walk's path (0.6 m at the onset); the same frames read
+    as a policy generating its own motion (--mode generate: no clip to keep to) name neither
+    a lost clip nor a path left."""
+    from engine.fall import diagnose
+    from engine.take import simulate
+
+    take = simulate(rig, [(MOTION_DIR / "walk.bvh", 6.0)], fps=30, progress=lambda f: None,
+                    params=TrackingParams(residual=0.0))
+    clip_causes = ("the clip lost", "off the clip's path")
+    assert take.meta["fell"] and any(c.startswith(clip_causes) for c in diagnose(take, rig)["causes"])
+    take.meta["policy"] = dict(mode="generate")
+    assert not any(c.startswith(clip_causes) for c in diagnose(take, rig)["causes"])
