@@ -53,11 +53,20 @@ def test_the_check_sees_a_strided_column(strided_calls):
     assert len(strided_calls) == 1 and strided_calls[0].startswith("np.arctan2")
 
 
-def test_retargets_and_a_take_give_those_functions_contiguous_arrays(rig, strided_calls):
+def test_retargets_and_takes_give_those_functions_contiguous_arrays(rig, strided_calls):
+    """Three clips retargeted, a short tracked take and a short planned one (its rollouts in
+    this process, eq. (4)'s extra plans among them: the worker tests hold planned takes equal
+    to the bit)."""
+    from engine.control.balance import BalanceParams
     from engine.control.plan import load_clip
+    from engine.control.tracking import TrackingParams
     from engine.take import simulate
 
     for clip in (MOCAP / "cmu_07_01_walk.bvh", MOCAP / "mixamo_test_freebvh.bvh", MASS / "motion" / "kick.bvh"):
         load_clip(rig, clip)
-    simulate(rig, [(MASS / "motion" / "walk.bvh", 0.2)], fatigue=fat.FatigueParams(scale=50), fps=30)
+    walk = MASS / "motion" / "walk.bvh"
+    simulate(rig, [(walk, 0.2)], fatigue=fat.FatigueParams(scale=50), fps=30)
+    planned = simulate(rig, [(walk, 0.8)], fps=30, progress=lambda f: None, params=TrackingParams(
+        residual=0.0, balance=BalanceParams(candidates=3, horizon=24, extra=2, extra_above=1.0)))
+    assert planned.meta["balance"]["searched_more"] > 0  # eq. (4)'s plans too
     assert not strided_calls, sorted(set(strided_calls))
