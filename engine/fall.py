@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from .control.policy import heading_cs
-from .gait import trunk_lean_deg
+from .gait import moving_mean, trunk_lean_deg
 from .rig import GROUPS, Rig
 from .transforms import quat_to_matrix
 
@@ -136,7 +136,7 @@ def root_speed(t: np.ndarray, xy: np.ndarray) -> np.ndarray:
         return np.zeros(len(t))
     v = np.linalg.norm(np.gradient(xy, t, axis=0), axis=1)
     k = max(int(round(SPEED_S / float(np.median(np.diff(t))))), 1)
-    return np.convolve(np.pad(v, (k // 2, k - 1 - k // 2), mode="edge"), np.ones(k) / k, mode="valid")
+    return moving_mean(v, k)
 
 
 def path_left(t: np.ndarray, xy: np.ndarray, xy_ref: np.ndarray, i0: int) -> str | None:
@@ -149,9 +149,10 @@ def path_left(t: np.ndarray, xy: np.ndarray, xy_ref: np.ndarray, i0: int) -> str
     ran = (v_ref[:i0] < STOP_MPS) & (v[:i0] > v_ref[:i0] + RUN_ON_MPS)
     starts = np.flatnonzero(ran & ~np.concatenate([[False], ran[:-1]]) & (off[:i0] < PATH_M))
     start = int(starts[-1]) if starts.size else i0  # the path before it is the path the take kept
-    if off[i0] < PATH_M or off[i0] < PATH_FACTOR * float(off[:max(start, 1)].mean()):
+    before = float(off[:max(start, 1)].mean())
+    if off[i0] < PATH_M or off[i0] < PATH_FACTOR * before:
         return None
-    text = f"off the clip's path ({off[i0]:.1f} m at the onset, {float(off[:max(start, 1)].mean()):.1f} m on average before)"
+    text = f"off the clip's path ({off[i0]:.1f} m at the onset, {before:.1f} m on average before)"
     if starts.size:
         end = start + int(np.argmin(ran[start:])) if not ran[start:].all() else i0  # the run-on's last frame + 1
         j = start + int(np.argmin(v_ref[start:end]))  # where the clip was slowest

@@ -43,6 +43,11 @@ METRICS = ("forward_speed_mps", "cadence_spm", "stride_m", "knee_range_deg", "tr
 PACE = ("forward_speed_mps", "cadence_spm", "stride_m")  # the report names which of these changed most
 
 
+def moving_mean(x: np.ndarray, n: int) -> np.ndarray:
+    """x (N,) averaged over n samples about each one, the ends held (edge padding)."""
+    return np.convolve(np.pad(x, (n // 2, n - 1 - n // 2), mode="edge"), np.ones(n) / n, mode="valid")
+
+
 def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end (exclusive) indices of the runs of True in a 1-D mask."""
     d = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))

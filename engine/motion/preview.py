@@ -141,11 +141,11 @@ class TakeFigures:
         self.activation = np.clip(np.asarray(take.activation, float), 0.0, 1.0)
         # the views turn with the character: its pelvis's heading, averaged over a second so
         # that a step's sway does not swing the camera
+        from ..gait import moving_mean
         from ..transforms import quat_heading
 
         yaw = np.unwrap(quat_heading(np.asarray(take.q, float)[:, 3:7]))
-        w = max(1, int(round(take.fps)))
-        self.heading = np.convolve(np.pad(yaw, (w // 2, w - 1 - w // 2), mode="edge"), np.ones(w) / w, "valid")
+        self.heading = moving_mean(yaw, max(1, int(round(take.fps))))
 
     def waypoints(self, f: int) -> np.ndarray:
         """The muscles' waypoints (K, 3) at recorded frame f (made when drawn: a sheet shows a
