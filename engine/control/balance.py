@@ -527,16 +527,17 @@ class BalancePlanner(OffsetTracker):
         """The plans tried at step `now` (module docstring)."""
         b = self.balance
         nominal = shift_plan(self.U, self.plan_start, b.knot, now)
-        noise = self.rng.standard_normal((b.candidates - 2,) + nominal.shape)
-        scale = np.linspace(b.sigma_min, b.sigma, b.candidates - 2)[:, None, None]
-        return [nominal, np.zeros_like(nominal)] + list(b.decay * nominal + scale * noise)
+        return [nominal, np.zeros_like(nominal)] + list(b.decay * nominal + self._noise(b.candidates - 2, b.sigma, nominal.shape))
 
     def more_candidates(self, best: np.ndarray) -> list[np.ndarray]:
         """`extra` plans about the cheapest one, with noise from sigma_min to extra_sigma."""
-        b = self.balance
-        noise = self.rng.standard_normal((b.extra,) + best.shape)
-        scale = np.linspace(b.sigma_min, b.extra_sigma, b.extra)[:, None, None]
-        return list(best + scale * noise)
+        return list(best + self._noise(self.balance.extra, self.balance.extra_sigma, best.shape))
+
+    def _noise(self, n: int, top: float, shape: tuple) -> np.ndarray:
+        """n plans' offsets of Gaussian noise from the take's seed, the k-th scaled by the k-th
+        of n steps from sigma_min to `top` (rad)."""
+        scale = np.linspace(self.balance.sigma_min, top, n)[:, None, None]
+        return scale * self.rng.standard_normal((n,) + shape)
 
     def costs(self, snap: dict, plans: list[np.ndarray], now: int) -> list[float]:
         """Eq. (1) summed over the horizon for every plan, from the snapshot; the nominal
