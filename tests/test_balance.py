@@ -500,6 +500,11 @@ def test_balance_options_are_checked(rig):
                           ((0,), "whole numbers >= 1"), ((8, 4), "not a multiple of replan")):
         with pytest.raises(ParameterError, match=f"balance.halving.*{says}"):
             BalanceParams(halving=halving).validate()
+    for bad, says in ((dict(extra=-1), "whole number >= 0"), (dict(extra=2.5), "whole number"),
+                      (dict(extra_above=0.5), ">= 1"), (dict(extra_above=float("inf")), "finite"),
+                      (dict(extra_sigma=-0.1), ">= 0")):
+        with pytest.raises(ParameterError, match=f"'balance.{next(iter(bad))}': .*{says}"):
+            BalanceParams(**bad).validate()
     with pytest.raises(ParameterError, match="--residual"):
         check_balance("tracking", True, 0.5)
     with pytest.raises(ParameterError, match="--balance"):
