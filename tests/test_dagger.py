@@ -16,6 +16,8 @@ from engine.simulation import Simulation  # noqa: E402
 from .conftest import MASS, REPO  # noqa: E402
 
 WALK = MASS / "motion" / "walk.bvh"
+# the walk recipe taught as it was before its action became "offset" (tests/test_offset_policy.py)
+ACTIVATION_WALK = f'action = "activation"\naction_scale = 1.0\nclips = ["{WALK}"]\n'
 
 
 def _moving_walk_state(rig, k=60):
@@ -354,9 +356,10 @@ def test_balance_expert_episodes_are_the_same_in_forked_workers(tmp_path):
     from training.dagger import DaggerTrainer
 
     cfg_path = tmp_path / "c.toml"
-    cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n'
-                        "[dagger]\nsnapshot_seconds = 0.2\nsnapshot_every = 0.1\nworkers = 2\nsmooth = 0.0\n"
-                        % (REPO / "training/configs/walk.toml"))
+    cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n%s'
+                        "[dagger]\nsnapshot_seconds = 0.2\nsnapshot_every = 0.1\nworkers = 2\nsmooth = 0.0\nperiod = 1\n"
+                        "torque_weight = 0.1\n"
+                        % (REPO / "training/configs/walk.toml", ACTIVATION_WALK))
     tr = DaggerTrainer(load_config(cfg_path, WALK.parent), tmp_path / "run")
     assert tr.expert.params.weights.smooth == 0.0 and tr.expert.params.weights.activation == 1.0  # [dagger] smooth
     assert len(tr.starts) == 3 and [s["sim"]["steps"] for s in tr.starts] == [0, 12, 24]
@@ -406,9 +409,9 @@ def test_balance_expert_of_several_planners_answers_their_mean(tmp_path):
     from training.dagger import DaggerTrainer, PlannerEnsemble
 
     cfg_path = tmp_path / "c.toml"
-    cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n'
-                        "[dagger]\nsnapshot_seconds = 0.1\nsnapshot_every = 0.1\nplanners = 2\n"
-                        % (REPO / "training/configs/walk.toml"))
+    cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n%s'
+                        "[dagger]\nsnapshot_seconds = 0.1\nsnapshot_every = 0.1\nplanners = 2\nperiod = 1\n"
+                        % (REPO / "training/configs/walk.toml", ACTIVATION_WALK))
     tr = DaggerTrainer(load_config(cfg_path, WALK.parent), tmp_path / "run")
     ens, sim = tr.expert, tr.sim
     assert isinstance(ens, PlannerEnsemble) and len(ens.planners) == 2 and len(tr.starts) == 2

@@ -185,8 +185,11 @@ def _train_dagger(args, cfg, out, stop, checkpoint=None) -> int:
 
     tr = DaggerTrainer.resume(out, cfg, checkpoint) if args.resume else DaggerTrainer(cfg, out)
     s = tr.train(args.iterations, stop=stop)
+    error = {"offset": f"RMS offset error {s['force_err_f0']} x {tr.cfg.action_scale:g} rad",
+             "activation": f"RMS activation error {s['force_err_f0']}"}.get(tr.cfg.action,
+                                                                           f"RMS force error {s['force_err_f0']} f0")
     _emit(s, args.json, [f"trained {s['rounds']} DAgger rounds in {s['seconds']:.1f} s -> {s['out']}",
-                         f"{s['labels']} expert labels, RMS force error {s['force_err_f0']} f0; the policy alone "
+                         f"{s['labels']} expert labels, {error}; the policy alone "
                          f"stood {s['eval_stood_s']} s of {s['eval_seconds']:g} (mean of its starts); best: "
                          f"round {s['best_round']}, {s['best_eval_stood_s']} s (what export-policy writes)",
                          f"log {out / 'log.csv'}, curves {out / 'learning_curve.png'}"])

@@ -68,6 +68,14 @@ class DaggerConfig:
     # product's 10): each label also leans on the activation before, which the policy does not
     # see. 0 walks as well; its labels were not clearly easier to fit (policy_from_expert.md)
     smooth: float = 10.0
+    # action "offset": the teacher's plan is its candidates' eq. (5) mean (engine.control.balance),
+    # weights exp(-(C - C_min) / (weighting C_min)): 0.1 halves the argmin's share of the sampler's
+    # draw in a label (docs/research/policy_from_expert.md, thirty-third session)
+    weighting: float = 0.1
+    # action "offset": each episode starts after this many seconds of the planner's own take
+    # from a start state's, cycled over the episodes (later states: the thirty-third session's
+    # rounds from 2-7 s in kept the walk longer than those from the start)
+    after: list = field(default_factory=lambda: [0.0])
 
 
 @dataclass
@@ -95,8 +103,10 @@ class TrainConfig:
     sigma_prior: float = 0.3
     sigma_policy: float = 0.05
     # what the policy outputs (engine.control.policy.ACTIONS): "pd_target", MuscleVAE's
-    # muscle-space PD target (eq. 11), or "activation", the activations themselves ([dagger]
-    # runs only: the world model's rollouts assume the PD action)
+    # muscle-space PD target (eq. 11), "activation", the activations themselves, or "offset",
+    # an offset plan on the tracker's reference with the coordination solve below
+    # (engine.control.offset_policy; taught by the balance planner). The last two are for
+    # [dagger] runs only: the world model's rollouts assume the PD action
     action: str = "pd_target"
     # The policy network's output (and its noise sigma_policy) times action_scale is the action
     # a of eq. 11 (target length (a + 1) l_tpose). With the engine's PD gains (stiffness 20: a
@@ -237,10 +247,28 @@ class TrainConfig:
             if d.planners > 1 and d.expert != "balance":
                 raise ParameterError("dagger.planners", f"{d.planners}: averages balance planners; the {d.expert} "
                                      "expert is one controller (use 1)")
+            if not (d.weighting > 0):
+                raise ParameterError("dagger.weighting", f"must be > 0, got {d.weighting!r}")
+            if not (isinstance(d.after, list) and d.after and all(_number(x) and x >= 0 for x in d.after)):
+                raise ParameterError("dagger.after", f"list seconds >= 0, got {d.after!r}")
+            if self.action == "offset":
+                from engine.control.balance import BalanceParams
+
+                replan = BalanceParams().replan
+                if d.expert != "balance" or d.planners != 1:
+                    raise ParameterError("action", "an offset policy is taught by one balance planner: "
+                                         "dagger.expert = \"balance\", dagger.planners = 1")
+                if d.period != replan:
+                    raise ParameterError("dagger.period", f"{d.period}: an offset policy decides as the planner "
+                                         f"replans, every {replan} physics steps")
+                if d.torque_weight:
+                    raise ParameterError("dagger.torque_weight", "weighs activation or PD-force errors; an offset "
+                                         "policy's labels are offsets (use 0)")
             if d.expert == "balance":
-                if len(self.clips) != 1 and not resume:
-                    raise ParameterError("clips", "a [dagger] run with the balance expert tracks one clip (looped)")
-                if d.period != 1:
+                if len(self.clips) != 1 and not resume and self.action != "offset":
+                    raise ParameterError("clips", "a [dagger] run with the balance expert tracks one clip (looped); "
+                                         "an offset policy's run may list several")
+                if d.period != 1 and self.action != "offset":
                     raise ParameterError("dagger.period", "the balance planner decides every physics step: period 1")
                 if self.backend != "mujoco":
                     raise ParameterError("backend", "the balance planner plays its rollouts on mujoco")

@@ -59,8 +59,9 @@ from engine.progress import Progress
 from engine.push import Push, PushSchedule
 from engine.rig import load_rig
 from engine.simulation import MuscleCommand, Simulation
-from engine.control.balance import BalanceParams, BalancePlanner
+from engine.control.balance import BalanceParams, BalancePlanner, OffsetTracker
 from engine.control.controller import Controller
+from engine.control.offset_policy import KNOTS_OUT, observe, policy_plan
 from engine.control.tracking import TrackingParams
 from engine.kinematics import joint_errors_deg
 from engine.take import is_down
@@ -175,8 +176,24 @@ class DaggerTrainer:
                      + (("arms",) if self.d.torque_weight else ())}
         self.arms = ArmPattern(rig)  # each label's moment arms kept as their possible non-zeros
 
-        ref, name = load_clip(rig, cfg.clips[0])
-        longest = max(self.d.episode_seconds, self.d.eval_seconds) + self.d.snapshot_seconds
+        self.W = P.fatigue_weights(rig)
+        # one world a clip (an offset run's clips; the others' one): its plan, simulation,
+        # expert and start states. `_use` makes one of them the trainer's
+        self.worlds = []
+        for clip in cfg.clips:
+            self._build_world(clip)
+            self.worlds.append((self.plan, self.sim, self.expert, self.track, self.starts))
+        self._use(0)
+
+    def _use(self, world: int) -> None:
+        self.plan, self.sim, self.expert, self.track, self.starts = self.worlds[world]
+
+    def _build_world(self, clip) -> None:
+        """The plan, simulation, expert, reference track and start states of one clip (as
+        the trainer's own attributes)."""
+        cfg, rig = self.cfg, self.rig
+        ref, name = load_clip(rig, clip)
+        longest = max(self.d.episode_seconds, self.d.eval_seconds) + self.d.snapshot_seconds + max(self.d.after)
         self.plan = MotionPlan(rig, [(ref, longest + 1.0, name)])
         self.sim = sim = Simulation(rig, cfg.backend, fatigue=fat.FatigueParams(scale=cfg.fatigue_scale),
                                     gains=self.gains)
@@ -185,7 +202,7 @@ class DaggerTrainer:
             sim.physics.set_q(q0, v0)
             sim.state = sim.physics.body_state()
             if not is_stance(sim, self.plan):
-                raise ParameterError("clips", f"{cfg.clips[0]}: the stand controller, the expert of a [dagger] "
+                raise ParameterError("clips", f"{clip}: the stand controller, the expert of a [dagger] "
                                      "run, needs a held pose standing on its feet, on the mujoco backend")
             self.expert = start_stance(sim, self.plan)
         else:  # the tracker steered by the balance planner, started as a take starts (engine.take.simulate)
@@ -195,7 +212,6 @@ class DaggerTrainer:
             self.expert = (BalancePlanner(sim, self.plan, params, BalanceParams(), cfg.seed) if self.d.planners == 1
                            else PlannerEnsemble(sim, self.plan, self.d.planners, cfg.seed, params))
         self.track = P.PlanTrack(rig, self.plan, self.d.period)
-        self.W = P.fatigue_weights(rig)
         self.starts = [self._snapshot()]
         every = max(int(round(self.d.snapshot_every * 120)), 1)
         if self.d.snapshot_seconds:  # the expert's own take, a start state every snapshot_every s (fatigue grows along it)
@@ -219,8 +235,10 @@ class DaggerTrainer:
             return True
         return is_down(float(self.sim.physics.get_q()[0][2]), float(self.plan.sample(self.sim.steps)[0][2]))
 
-    def reset(self, rng, velocity_noise: float, start: int | None = None) -> None:
-        """To a start state (a random one unless `start`), every DOF's velocity perturbed."""
+    def reset(self, rng, velocity_noise: float, start: int | None = None, world: int = 0) -> None:
+        """To a start state of clip `world` (a random one unless `start`), every DOF's velocity
+        perturbed."""
+        self._use(world)
         sim = self.sim
         snap = self.starts[int(rng.integers(len(self.starts))) if start is None else start]
         if self.d.expert == "balance":
@@ -239,10 +257,14 @@ class DaggerTrainer:
 
     def episode(self, rng, seconds: float, learner: P.PolicyController | None, beta: float = 0.0,
                 action_noise: float = 0.0, velocity_noise: float = 0.0, start: int | None = None,
-                label: bool = True, push: bool = False) -> float:
+                label: bool = True, push: bool = False, after: float = 0.0, world: int = 0) -> float:
         """Play one episode (the learner, or the expert where it is None or with probability
         beta per decision), labelling every decision's state, with a random push (`push`,
-        when the config's push_force is set); returns the seconds stood."""
+        when the config's push_force is set); returns the seconds stood. An offset policy's
+        episode (`_offset_episode`) starts `after` seconds into the planner's own take, on the
+        run's clip `world`."""
+        if self.cfg.action == "offset":
+            return self._offset_episode(rng, seconds, learner, beta, velocity_noise, start, label, push, after, world)
         self.reset(rng, velocity_noise, start)
         sim, period = self.sim, self.d.period
         t0, n0 = sim.time, len(self.data["label"])
@@ -279,6 +301,67 @@ class DaggerTrainer:
         sim.physics.set_external_force(np.zeros((self.rig.num_bodies, 3)))  # a push may still act
         self.last_error_deg = err_sum / max(err_n, 1)
         return sim.time - t0
+
+    def _offset_episode(self, rng, seconds: float, learner: P.PolicyFile | None, beta: float, velocity_noise: float,
+                        start: int | None, label: bool, push: bool, after: float, world: int) -> float:
+        """episode() for an offset policy (engine.control.offset_policy): from the start state
+        the planner plays `after` seconds itself; then every `period` steps the plan its
+        tracker follows is the teacher's (eq. 5 of engine.control.balance, from the plan carried
+        now) or the learner's, and each decision is labelled with the teacher's first two knots."""
+        self.reset(rng, velocity_noise, start, world)
+        sim, ctl, d = self.sim, self.expert, self.d
+        for _ in range(int(round(after * 120))):
+            sim.step(ctl.act(sim, sim.state))
+            if self._fallen():
+                self.last_error_deg = float("nan")
+                return 0.0
+        t0, n0 = sim.time, len(self.data["label"])
+        err_sum, err_n = 0.0, 0
+        pushes = PushSchedule(self.rig, [self._random_push(rng, t0)] if push else [], sim.dt)
+        for i in range(int(round(seconds * 120))):
+            pushes.apply(sim)
+            if i % d.period == 0:
+                ctl.advance_pace(sim)
+                teacher = learner is None or rng.random() < beta
+                try:
+                    U = ctl.teach(sim, d.weighting) if (label or teacher) else None
+                except (ArithmeticError, ValueError, np.linalg.LinAlgError):  # a rollout's solve broke down
+                    self._drop_before_fall(n0)
+                    break
+                if label:
+                    self._label_offsets(U)
+                ctl.U, ctl.plan_start = U if teacher else policy_plan(learner, sim, ctl, self.W), sim.steps
+            sim.step(OffsetTracker.act(ctl, sim, sim.state))
+            if not label:
+                q = sim.physics.get_q()[0]
+                err_sum += joint_errors_deg(self.rig, self.plan.space.diff(q, self.plan.sample(sim.steps)[0]))
+                err_n += 1
+            if self._fallen():
+                self._drop_before_fall(n0)
+                break
+        sim.physics.set_external_force(np.zeros((self.rig.num_bodies, 3)))
+        self.last_error_deg = err_sum / max(err_n, 1)
+        return sim.time - t0
+
+    def _label_offsets(self, U: np.ndarray) -> None:
+        """The decision's observation (offset_policy.observe) and the teacher's plan's first
+        two knots as its label."""
+        s, t = observe(self.sim, self.expert, self.W, self.d.period)
+        self.data["state"].append(s.astype(np.float32))
+        self.data["target"].append(t.astype(np.float32))
+        self.data["label"].append(np.asarray(U[:KNOTS_OUT], np.float32).ravel())
+        self.data["on"].append(np.ones(KNOTS_OUT * U.shape[1], bool))
+        self.data["episode"].append(np.array(self.episode_tag, np.int32))
+
+    def _error(self, action: torch.Tensor, label: torch.Tensor, on: torch.Tensor) -> torch.Tensor:
+        """The fit's per-output error: offsets in units of action_scale, activations, or the PD
+        force in units of f0."""
+        cfg = self.cfg
+        if cfg.action == "offset":
+            return (action - label) / cfg.action_scale
+        if cfg.action == "activation":
+            return activation_error(action, label, on)
+        return force_error(action, label, on, cfg.stiffness)
 
     def _drop_before_fall(self, n0: int) -> None:
         """The last states before a fall are past saving (the expert falls from far less): their
@@ -330,7 +413,7 @@ class DaggerTrainer:
         posterior) unless `latent_noise` says otherwise (a study of the fit: research/fit_study.py)."""
         m, cfg, d = self.model, self.cfg, self.d
         torch.manual_seed(cfg.seed + 1000 * self.round)
-        m.vae = VAE(m.S, m.T, m.M, cfg.latent_dim, cfg.vae_hidden, cfg.policy_hidden, cfg.experts, cfg.gate_hidden)
+        m.vae = VAE(m.S, m.T, m.A, cfg.latent_dim, cfg.vae_hidden, cfg.policy_hidden, cfg.experts, cfg.gate_hidden)
         opt = torch.optim.RAdam(m.vae.parameters(), lr=d.lr)
         X = (torch.as_tensor(np.array(self.data["state"])) - m.state_mean) / m.state_std
         T = (torch.as_tensor(np.array(self.data["target"])) - m.target_mean) / m.target_std
@@ -346,7 +429,7 @@ class DaggerTrainer:
             noise = cfg.sigma_prior if latent_noise is None else latent_noise
             z = mu_p + off + noise * torch.randn(mu_p.shape, generator=self.gen)
             _, a = m.act(sn, z)
-            e = activation_error(a, Y[i], on[i]) if cfg.action == "activation" else force_error(a, Y[i], on[i], cfg.stiffness)
+            e = self._error(a, Y[i], on[i])
             err = (e ** 2).mean()
             kl = ((off ** 2).sum(-1) / (2 * cfg.sigma_prior ** 2)).mean()  # eq. 41
             loss = err + cfg.beta * kl
@@ -368,7 +451,7 @@ class DaggerTrainer:
         `idx`, with the mean latent the product's track mode plays: on the labels a round has
         just gathered, before they join the fit, how well the last policy generalises to the
         states it led to (DAgger's own held-out figure)."""
-        m, cfg = self.model, self.cfg
+        m = self.model
         pick = lambda key: torch.as_tensor(np.array([self.data[key][i] for i in idx]))
         with torch.no_grad():
             X = (pick("state") - m.state_mean) / m.state_std
@@ -376,11 +459,14 @@ class DaggerTrainer:
             z = m.vae.prior(X) + m.vae.posterior(torch.cat([X, T], -1))
             _, a = m.act(X, z)
             Y, on = pick("label"), pick("on")
-            e = activation_error(a, Y, on) if cfg.action == "activation" else force_error(a, Y, on, cfg.stiffness)
-            return float(torch.sqrt((e ** 2).mean()))
+            return float(torch.sqrt((self._error(a, Y, on) ** 2).mean()))
 
     # ---- rounds -----------------------------------------------------------------------------------
-    def _learner(self) -> P.PolicyController:
+    def _learner(self) -> P.PolicyController | P.PolicyFile:
+        """The policy so far as an episode plays it (an offset policy's file: the episode's
+        tracker plays its plans)."""
+        if self.cfg.action == "offset":
+            return self.policy_file()
         return P.PolicyController(self.policy_file(), self.rig, "track", self.track)
 
     def play(self, jobs: list[dict]) -> list[tuple[float, float]]:
@@ -414,9 +500,11 @@ class DaggerTrainer:
         """One DAgger round: episodes, labels, a fit, the policy alone from the start."""
         d, t_start = self.d, time.perf_counter()
         beta = 1.0 if self.round == 0 else d.beta_decay ** self.round
+        n = len(self.worlds)  # an offset run's clips take the episodes in turn, each from every `after`
+        where = lambda k: dict(world=k % n, after=d.after[(k // n) % len(d.after)]) if self.cfg.action == "offset" else {}
         jobs = [dict(seed=[self.cfg.seed, 5, self.round, k], episode=k, seconds=d.episode_seconds, learner=self.round > 0,
                      beta=beta, action_noise=d.action_noise if self.round == 0 else 0.0,
-                     velocity_noise=d.velocity_noise, push=d.push_force > 0)
+                     velocity_noise=d.velocity_noise, push=d.push_force > 0, **where(k))
                 for k in range(d.episodes)]
         n0 = len(self.data["label"])
         stood = [t for t, _ in self.play(jobs)]
@@ -434,8 +522,10 @@ class DaggerTrainer:
         fit_seconds = time.perf_counter() - t_fit
         # the policy alone from the start, unperturbed and perturbed: the round's figure, the
         # mean time stood (not labelled: a minute of quiet standing would outweigh the episodes)
+        # (an offset run's clips in turn, each one's first start unperturbed)
         evals = self.play([dict(seed=[self.cfg.seed, 7, k], seconds=d.eval_seconds, learner=True,
-                                 velocity_noise=d.velocity_noise if k else 0.0, start=0, label=False)
+                                 velocity_noise=d.velocity_noise if k >= n else 0.0, start=0, label=False,
+                                 **({"world": k % n} if self.cfg.action == "offset" else {}))
                             for k in range(d.eval_starts)])
         eval_stood = float(np.mean([t for t, _ in evals]))
         self.round += 1

@@ -58,6 +58,13 @@ class Model:
         B, M = rig.num_bodies, rig.num_muscles
         self.B, self.M = B, M
         self.S, self.T = P.state_size(B), P.target_size(B)
+        self.A = M  # the policy's output: a PD target or activation per muscle ...
+        if cfg.action == "offset":  # ... or an offset plan's first two knots, the offsets now observed
+            from engine.control.balance import BalanceParams, offset_dofs
+            from engine.control.offset_policy import KNOTS_OUT
+
+            D = len(offset_dofs(rig, BalanceParams().knees))
+            self.S, self.A = self.S + D, KNOTS_OUT * D
         t = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64), dtype=dtype)
         self.Wfat = t(P.fatigue_weights(rig))
         self.rest_rot = t(rig.body_rest_rot)
@@ -66,7 +73,7 @@ class Model:
         self.joint_offset = t(off)
         self.body_from_joint = t(rig.body_rest_pos - rig.joint_pos)
         self.dt_policy = POLICY_PERIOD * tm.dt
-        self.vae = VAE(self.S, self.T, M, cfg.latent_dim, cfg.vae_hidden, cfg.policy_hidden,
+        self.vae = VAE(self.S, self.T, self.A, cfg.latent_dim, cfg.vae_hidden, cfg.policy_hidden,
                        cfg.experts, cfg.gate_hidden)
         self.wm = WorldModel(self.S, M, B, cfg.wm_hidden)
         self.task = None

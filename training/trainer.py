@@ -66,6 +66,11 @@ def policy_file_arrays(model: Model, cfg: TrainConfig, extra_meta: dict | None =
                 state_size=model.S, target_size=model.T, goal_size=P.GOAL_SIZE,
                 fatigue_scale=cfg.fatigue_scale, strength=rig.strength, stiffness=cfg.stiffness, damping=cfg.damping,
                 has_task=model.task is not None, **(extra_meta or {}))
+    if cfg.action == "offset":  # the action space engine.control.offset_policy plays
+        from engine.control.balance import BalanceParams
+        from engine.control.offset_policy import offset_meta
+
+        meta["offsets"] = offset_meta(rig, BalanceParams(), cfg.dagger.smooth)
     if model.task is not None and cfg.task is not None:  # the speeds heading mode may ask for
         meta["task"] = dict(speed_min=cfg.task.speed_min, speed_max=cfg.task.speed_max)
     return arrays, meta

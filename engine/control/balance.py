@@ -38,6 +38,13 @@ cheapest of all is kept
     U_k = U* + sigma_k n_k  (sigma_k from sigma_min to extra_sigma)
           when extra_above median(C*) < C(U*) < FALL_COST                                    (4)
 
+A teacher for a policy in this action space (training/dagger.py, action "offset";
+engine.control.offset_policy) asks instead for every candidate played to its horizon and their
+plans weighted as MPPI weighs them (Williams et al. 2017), lambda a share of the cheapest cost
+(0.1 halves the argmin's share of the sampler's draw: docs/research/policy_from_expert.md)
+
+    U_w = sum_k w_k U_k / sum_k w_k,  w_k = exp(-(C_k - C_min) / (lambda C_min))             (5)
+
 Once every plan falls within the horizon, more of them seldom find one that does not, and
 the widest of them pull the joints off the clip (the CMU run at its own length, five draws:
 6.4 -> 7.1 deg with the search there, 6.4 without).
@@ -184,6 +191,13 @@ class BalanceParams:
     def knots(self) -> int:
         """Knots of an offset plan: enough to cover a horizon started up to `replan` steps ago."""
         return -(-(self.horizon + self.replan) // self.knot) + 1
+
+
+def weighted_plan(plans: list[np.ndarray], costs, lam: float) -> np.ndarray:
+    """Eq. (5): the plans' mean weighted by exp(-(C - C_min) / (lam C_min))."""
+    C = np.asarray(costs, float)
+    w = np.exp(-(C - C.min()) / (lam * max(C.min(), 1e-12)))
+    return np.tensordot(w / w.sum(), np.asarray(plans), axes=1)
 
 
 def check_backend(backend: str) -> None:
@@ -686,6 +700,20 @@ class BalancePlanner(OffsetTracker):
             self.offset_sum += float(u.mean())
             self.offset_max = max(self.offset_max, float(u.max()))
         return super().act(sim, state)
+
+    def teach(self, sim, lam: float) -> np.ndarray:
+        """Eq. (5) at the simulation's state: the candidates from the plan carried now, every
+        one played to its horizon in this process (no pruning, no continuation), weighted.
+        The simulation and the carried plan are left as they were."""
+        self.advance_pace(sim)
+        now, sh = sim.steps, self._local_shadow()
+        snap = snapshot(sim, self)
+        plans, costs, before = self.candidates(now), [], sh.steps_played
+        for U in plans:
+            sh.load(snap)
+            costs.append(sh.play(U, now))
+        self.rollout_steps += sh.steps_played - before
+        return weighted_plan(plans, costs, lam)
 
     def searched(self, snap: dict, plans: list, costs: list, best: int, now: int) -> tuple[list, list, int, bool]:
         """Eq. (4): where the cheapest plan costs extra_above x the recent median and is no fall,

@@ -2,7 +2,8 @@
 training code ask here).
 
 - "policy": the exported MuscleVAE policy (engine.control.policy) following the plan; a held
-  pose standing on its feet starts balanced, as the stand controller starts it.
+  pose standing on its feet starts balanced, as the stand controller starts it. A policy whose
+  action is "offset" steers the tracker (engine.control.offset_policy).
 - "tracking": the stand controller for a still pose standing on its feet without the root
   residual (engine.control.stand); else the tracker steered by the balance planner when
   TrackingParams.balance is set (engine.control.balance, seeded by the take's seed); else the
@@ -44,6 +45,10 @@ def make_controller(kind: str, sim, plan, params=None, policy=None, mode: str = 
 
         if policy is None:
             raise ParameterError("policy", "controller 'policy' needs a policy file (sinew export-policy)")
+        if policy.action_kind == "offset":  # the tracker below, the network choosing its offsets
+            from .offset_policy import OffsetPolicyController
+
+            return OffsetPolicyController(policy, sim, plan, mode=mode, noise_scale=noise_scale, seed=int(seed))
         track = PlanTrack(sim.rig, plan, policy.period)  # every clip of the chain, cross-fades included
         ctrl = PolicyController(policy, sim.rig, mode=mode, reference=track, seed=int(seed), noise_scale=noise_scale)
         if is_stance(sim, plan):  # a held pose starts balanced, as the stand controller starts it

@@ -9,7 +9,8 @@ Modes (DESIGN.md "Controllers"): "track" follows a reference clip through the po
 q(z|s, s~'), "generate" samples the state-conditional prior p(z|s) with a noise scale, and
 "heading" follows a direction and speed through the high-level policy (MuscleVAE appendix
 B.3). The action is the policy mean mu_pi(s, z): the muscle-space PD action of eq. 11, or in a
-file whose meta says action "activation", the muscles' activations (clipped to [0, 1]).
+file whose meta says action "activation", the muscles' activations (clipped to [0, 1]); a file
+whose action is "offset" steers the tracker instead (engine.control.offset_policy).
 
 The state representation is written once, with an array-module argument `xp` (numpy here,
 torch in training/), so the engine and training compute the same features:
@@ -47,7 +48,9 @@ POLICY_PERIOD = 6  # physics steps per policy decision: 20 Hz at 120 Hz (MuscleV
 # what a policy's output is (PolicyFile.action_kind): a PD target per muscle (eq. 11), or the
 # activations (no PD loop: its explicit 120 Hz step at strength 3 blows the hands up, and a
 # network imitating an expert's activations through it co-contracts, docs/research/policy_from_expert.md)
-ACTIONS = ("pd_target", "activation")
+# or an offset plan on the tracker's reference (engine.control.offset_policy: the balance
+# planner's action space, the coordination solve below it)
+ACTIONS = ("pd_target", "activation", "offset")
 
 
 # ---- rig identity ----------------------------------------------------------------------
@@ -319,7 +322,8 @@ def load_policy(path, rig: Rig | None = None) -> PolicyFile:
     nb, nm = int(rmeta.get("bodies", -1)), int(rmeta.get("muscles", -1))
     try:
         latent = int(meta["latent_dim"])
-        S, T = state_size(nb), target_size(nb)
+        offsets = len(meta["offsets"]["dofs"]) if meta.get("action") == "offset" else 0
+        S, T = state_size(nb) + offsets, target_size(nb)
         need = {"norm.state_mean": (S,), "norm.state_std": (S,), "norm.target_mean": (T,),
                 "norm.target_std": (T,)}
     except (KeyError, TypeError, ValueError) as e:
@@ -339,7 +343,7 @@ def load_policy(path, rig: Rig | None = None) -> PolicyFile:
         raise InputFileError(path, f"action {meta.get('action')!r} is not one of {', '.join(ACTIONS)}")
     # check each network chains: input and output sizes
     chains = {"prior": (S, latent), "posterior": (S + T, latent), "policy.gate": (S + latent, None),
-              "policy.expert": (S + latent, nm)}
+              "policy.expert": (S + latent, 2 * offsets if offsets else nm)}
     if pf.has_task:
         chains["task"] = (S + GOAL_SIZE, latent)
     for net, (n_in, n_out) in chains.items():
