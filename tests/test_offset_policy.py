@@ -182,3 +182,23 @@ def test_offset_policies_and_runs_that_do_not_fit_are_refused(tmp_path, rig):
         p.write_text(base + extra)
         with pytest.raises(ParameterError, match=key):
             load_config(p, WALK.parent)
+    p.write_text('base = "%s"\n[dagger]\nfatigue_scales = [50.0]\n' % (REPO / "training/configs/stand.toml"))
+    with pytest.raises(ParameterError, match="dagger.fatigue_scales"):  # the stand expert's run has one world
+        load_config(p, WALK.parent)
+
+
+def test_an_offset_run_plays_each_clip_at_each_fatigue_scale(tmp_path):
+    """dagger.fatigue_scales: a world per clip and scale, each with its own start states along
+    the planner's take at that scale; episodes take the worlds in turn."""
+    from training.config import load_config
+    from training.dagger import DaggerTrainer
+
+    p = tmp_path / "scales.toml"
+    p.write_text(_tiny(tmp_path).read_text() + "fatigue_scales = [1.0, 50.0]\n")
+    tr = DaggerTrainer(load_config(p, WALK.parent), tmp_path / "run")
+    assert [w[1].muscles.params.scale for w in tr.worlds] == [1.0, 50.0]
+    assert [len(w[4]) for w in tr.worlds] == [3, 3]  # 0.2 s of the planner's take, a state every 0.1 s
+    tr.play([dict(seed=[0, k], episode=k, seconds=0.1, learner=False, velocity_noise=0.0, world=k) for k in range(2)])
+    assert len(tr.data["label"]) == 2 and tr.sim is tr.worlds[1][1]  # the last episode played the tired world
+    mf = [float(w[1].fatigue.MF.max()) for w in tr.worlds]
+    assert mf[1] > 10 * mf[0] > 0  # the tired world's muscles tire 50x faster

@@ -76,6 +76,10 @@ class DaggerConfig:
     # from a start state's, cycled over the episodes (later states: the thirty-third session's
     # rounds from 2-7 s in kept the walk longer than those from the start)
     after: list = field(default_factory=lambda: [0.0])
+    # action "offset": every clip is played at each of these fatigue scales (its own start
+    # states along the planner's own take at that scale, `snapshot_seconds` long), so the
+    # policy, which observes its fatigue, is taught tired states too; [] plays fatigue_scale
+    fatigue_scales: list = field(default_factory=list)
 
 
 @dataclass
@@ -251,6 +255,10 @@ class TrainConfig:
                 raise ParameterError("dagger.weighting", f"must be > 0, got {d.weighting!r}")
             if not (isinstance(d.after, list) and d.after and all(_number(x) and x >= 0 for x in d.after)):
                 raise ParameterError("dagger.after", f"list seconds >= 0, got {d.after!r}")
+            if not all(_number(x) and x >= 0 for x in d.fatigue_scales):
+                raise ParameterError("dagger.fatigue_scales", f"list fatigue scales >= 0, got {d.fatigue_scales!r}")
+            if d.fatigue_scales and self.action != "offset":
+                raise ParameterError("dagger.fatigue_scales", "for an offset policy's run; this run plays fatigue_scale")
             if self.action == "offset":
                 from engine.control.balance import BalanceParams
 

@@ -11,7 +11,11 @@ action played instead with probability beta_decay^round. Every visited state is 
 the expert's answer there: for a policy whose action is MuscleVAE's PD target (config `action`
 "pd_target") as the target length whose muscle-space PD force (eq. 4) is the force the
 expert's activation makes (engine.muscle.pd_action_for_force), so the policy keeps its 120 Hz
-PD loop; for an "activation" policy as the activations themselves. The balance planner answers
+PD loop; for an "activation" policy as the activations themselves; for an "offset" policy
+(engine.control.offset_policy: the planner's own action, decided every 0.1 s, `period` 12) as
+the first two knots of the planner's candidates' weighted plan (eq. 5 of engine.control.balance,
+from the plan the episode carries: the learner's own, or the teacher's), its episodes started
+`after` seconds into the planner's own take, on each of the run's clips in turn. The balance planner answers
 at a visited state as it would if it took over there: it plans from that state, on from its
 own last plan (`dagger.smooth`: its tracker's weight on the change of activation a step, the
 product's 10 by default). A round's episodes play in `workers` forked processes (the same
@@ -177,25 +181,27 @@ class DaggerTrainer:
         self.arms = ArmPattern(rig)  # each label's moment arms kept as their possible non-zeros
 
         self.W = P.fatigue_weights(rig)
-        # one world a clip (an offset run's clips; the others' one): its plan, simulation,
-        # expert and start states. `_use` makes one of them the trainer's
+        # one world a clip and fatigue scale (an offset run's clips x dagger.fatigue_scales; the
+        # others' one clip at fatigue_scale): its plan, simulation, expert and start states.
+        # `_use` makes one of them the trainer's
         self.worlds = []
         for clip in cfg.clips:
-            self._build_world(clip)
-            self.worlds.append((self.plan, self.sim, self.expert, self.track, self.starts))
+            for scale in self.d.fatigue_scales or [cfg.fatigue_scale]:
+                self._build_world(clip, scale)
+                self.worlds.append((self.plan, self.sim, self.expert, self.track, self.starts))
         self._use(0)
 
     def _use(self, world: int) -> None:
         self.plan, self.sim, self.expert, self.track, self.starts = self.worlds[world]
 
-    def _build_world(self, clip) -> None:
-        """The plan, simulation, expert, reference track and start states of one clip (as
-        the trainer's own attributes)."""
+    def _build_world(self, clip, fatigue_scale: float) -> None:
+        """The plan, simulation, expert, reference track and start states of one clip at one
+        fatigue scale (as the trainer's own attributes)."""
         cfg, rig = self.cfg, self.rig
         ref, name = load_clip(rig, clip)
         longest = max(self.d.episode_seconds, self.d.eval_seconds) + self.d.snapshot_seconds + max(self.d.after)
         self.plan = MotionPlan(rig, [(ref, longest + 1.0, name)])
-        self.sim = sim = Simulation(rig, cfg.backend, fatigue=fat.FatigueParams(scale=cfg.fatigue_scale),
+        self.sim = sim = Simulation(rig, cfg.backend, fatigue=fat.FatigueParams(scale=fatigue_scale),
                                     gains=self.gains)
         q0, v0, _ = self.plan.sample(0)
         if self.d.expert == "stand":
