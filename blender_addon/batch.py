@@ -50,7 +50,7 @@ def _run(args, stop) -> int:
     from .engine.control.plan import parse_clip_arg
     from .engine.errors import InputFileError, ParameterError, SinewError
     from .engine.interrupt import take_stopped_line
-    from .engine.take import check_balance, check_pace, check_policy_given
+    from .engine.take import check_balance, check_pace, check_policy_given, check_wait
 
     t0 = time.perf_counter()
     try:
@@ -79,12 +79,14 @@ def _run(args, stop) -> int:
             raise ParameterError("--workers", "sets the processes of the balance planner, which this take does not "
                                  "use (a policy, --residual or --no-balance); leave it out")
         pace = check_pace(args.controller, args.pace)
+        wait = check_wait(args.controller, args.wait)
         context = bpy.context
         job = prepare.prepare_simulation(context, arm, clips, fps=args.fps, controller=args.controller,
                                          policy=args.policy, fatigue_scale=args.fatigue_scale, F=args.F, R=args.R,
                                          r=args.r, residual=residual, seed=args.seed,
                                          repetitions=args.repetitions, keep_calibration=args.keep_calibration,
-                                         pushes=args.push, pace=pace, mode=args.mode, noise_scale=args.noise_scale,
+                                         pushes=args.push, pace=pace, wait=wait, mode=args.mode,
+                                         noise_scale=args.noise_scale,
                                          headings=args.heading, speed=args.speed, balance=planner is not None,
                                          strength=args.strength, workers=args.workers)
         job.stop = stop

@@ -35,11 +35,11 @@ class SimulationJob:
 
     def __init__(self, clips, fps: int, controller="tracking", fatigue=None, residual=0.0, seed=0,
                  backend="mujoco", policy=None, pushes=(), pace=1.0, mode="track", noise_scale=None, goals=(),
-                 balance=None, strength=None, retargeter=None):
+                 balance=None, strength=None, retargeter=None, wait=True):
         self.clips, self.fps, self.controller, self.balance = clips, int(fps), controller, balance
         self.strength = strength
         self.mode, self.noise_scale = mode, noise_scale
-        self.fatigue, self.residual, self.seed, self.pace = fatigue, residual, seed, pace
+        self.fatigue, self.residual, self.seed, self.pace, self.wait = fatigue, residual, seed, pace, wait
         # prepare's engine.push.CheckedPushes and engine.control.goals.CheckedGoals kept as they
         # are: the take does not check them again
         self.backend, self.policy = backend, policy
@@ -63,7 +63,8 @@ class SimulationJob:
         from .engine.control.tracking import TrackingParams
 
         self.started = time.perf_counter()
-        params = TrackingParams(residual=float(self.residual), pace=float(self.pace), balance=self.balance)
+        params = TrackingParams(residual=float(self.residual), pace=float(self.pace), sync=bool(self.wait),
+                                balance=self.balance)
         kwargs = dict(controller=self.controller, fatigue=self.fatigue, backend=self.backend,
                       seed=int(self.seed), fps=self.fps, params=params, pushes=self.pushes, mode=self.mode,
                       noise_scale=self.noise_scale, goals=self.goals, strength=self.strength)

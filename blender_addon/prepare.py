@@ -17,13 +17,14 @@ from .scene import bpy_abspath, scene_fps
 def prepare_simulation(context, arm, clips, fps=None, controller="tracking", policy=None, fatigue_scale=1.0,
                        F=0.01, R=0.002, r=2.0, residual=0.0, seed=0, repetitions=None, keep_calibration=False,
                        pushes=(), pace=1.0, mode="track", noise_scale=None, headings=(), speed=None,
-                       balance=None, strength=None, workers=None) -> SimulationJob:
+                       balance=None, strength=None, workers=None, wait=True) -> SimulationJob:
     """Check everything before any work and return a job ready to run.
 
     clips: [(path or "ACTION", seconds or None)]; None seconds = the clip's own length (times
     `repetitions` when given, at least 1); a calibration pose at a clip's start is skipped unless
     keep_calibration. pushes: engine.push specs (a text field's string, or a list). pace: the
-    tracking controller's pace governor strength (engine.control.pace). mode, noise_scale,
+    tracking controller's pace governor strength (engine.control.pace); wait: the clip waits for a
+    body behind it (its eq. 2). mode, noise_scale,
     headings (TURN[@TIME] specs, a list or one text field) and speed: a policy's mode
     (engine.control.goals). balance: the tracking controller plans its balance without the
     residual (engine.control.balance; `residual` is then ignored); None (the default) plans it
@@ -45,7 +46,7 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
         planner, residual = check_balance(controller, True, None, workers)
     elif balance is None:  # on unless a residual is asked for (engine.take.check_balance)
         planner, residual = check_balance(controller, None, residual or None, workers)
-    TrackingParams(residual=residual, pace=pace, balance=planner).validate()
+    TrackingParams(residual=residual, pace=pace, sync=bool(wait), balance=planner).validate()
     if controller == "tracking":
         strength = check_strength(controller, strength=strength)
     goals = goals_from_specs(mode, headings, speed)  # read now; checked below, once, against the take and policy
@@ -86,7 +87,8 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
     # the one check of the goals: engine.take.simulate hands these CheckedGoals back as they are
     goals = check_policy_options(controller, mode, noise_scale, goals, seconds, policy)
     return SimulationJob(out, fps, controller=controller, fatigue=fatigue_params(fatigue_scale, F, R, r),
-                         residual=residual, seed=seed, policy=policy, pushes=pushes, pace=pace, mode=mode,
+                         residual=residual, seed=seed, policy=policy, pushes=pushes, pace=pace, wait=bool(wait),
+                         mode=mode,
                          noise_scale=noise_scale, goals=goals, balance=planner, strength=strength, retargeter=rt)
 
 
@@ -125,7 +127,7 @@ def settings_job(context, s) -> tuple[object, SimulationJob]:
     job = prepare_simulation(context, arm, [(src, seconds)], controller=s.controller, policy=policy,
                              fatigue_scale=s.fatigue_scale, F=s.F, R=s.R, r=s.r, residual=s.residual,
                              seed=s.seed, repetitions=s.repetitions if s.length_mode == "REPEAT" else None,
-                             keep_calibration=s.keep_calibration, pushes=s.pushes, pace=s.pace,
+                             keep_calibration=s.keep_calibration, pushes=s.pushes, pace=s.pace, wait=s.wait,
                              balance=s.balance and s.controller == "tracking",
                              strength=s.strength if s.controller == "tracking" else None, **policy_mode_options(s))
     return arm, job

@@ -103,6 +103,7 @@ class SINEW_PG_scene(bpy.types.PropertyGroup):
     residual: FloatProperty(**panel_settings("residual", soft_max=2.0))
     balance: BoolProperty(**panel_settings("balance"))
     pace: FloatProperty(**panel_settings("pace", soft_max=2.0))
+    wait: BoolProperty(**panel_settings("wait"))
     seed: IntProperty(**panel_settings("seed"))
     keep_calibration: BoolProperty(**panel_settings("keep_calibration"))
     pushes: StringProperty(**panel_settings("push"))

@@ -91,6 +91,7 @@ class SINEW_PT_simulate(_Panel, bpy.types.Panel):
             row.enabled = not s.balance  # the planner balances without the residual
             row.prop(s, "residual")
             lay.prop(s, "pace")
+            lay.prop(s, "wait")
         lay.prop(s, "pushes")
         lay.prop(s, "seed")
         row = lay.row(align=True)

@@ -201,6 +201,17 @@ def check_pace(controller: str, pace: float | None) -> float:
     return _tracking_option(controller, pace, "--pace", 1.0, "plays at its own pace")
 
 
+def check_wait(controller: str, wait: bool | None) -> bool:
+    """Whether the clip waits for a body behind it (pace eq. 2; default on); a policy plays at
+    its own pace, so asking is refused."""
+    if controller == "policy":
+        if wait is not None:
+            raise ParameterError("--wait", "the policy controller plays at its own pace; leave --wait / --no-wait "
+                                 "out, or use --controller tracking")
+        return True
+    return True if wait is None else bool(wait)
+
+
 def check_policy_given(controller: str, policy) -> None:
     """A policy file goes with the policy controller, which needs one: beside the tracking
     controller it would be ignored (a missing file too), so it is refused, as --workers is

@@ -90,9 +90,9 @@ def test_the_bake_hands_every_option_on_as_the_batch_script_reads_it(parsers):
     given = ["--repetitions", "3", "--controller", "policy", "--policy", "p.npz", "--mode", "heading",
              "--noise-scale", "0.5", "--heading", "90@5", "--heading=-30@8", "--speed", "1.2",
              "--fatigue-scale", "50", "--F", "0.02", "--R", "0.004", "--r", "3", "--strength", "2.5",
-             "--residual", "0.25", "--no-balance", "--workers", "2", "--pace", "0.5", "--push", "1:0,-120,0:0.2",
+             "--residual", "0.25", "--no-balance", "--workers", "2", "--pace", "0.5", "--no-wait", "--push", "1:0,-120,0:0.2",
              "--keep-calibration", "--seed", "7", "--fps", "24", "--frame-start", "10"]
-    assert {a for a in given if a.startswith("--")} >= {o.flag for o in of(BAKE)} - {"--clip", "--balance"}
+    assert {a for a in given if a.startswith("--")} >= {o.flag for o in of(BAKE)} - {"--clip", "--balance", "--wait"}
     args = bake.parse_args(REQUIRED["sinew bake"] + given)
     again = batch.parse_args(["--armature", "A", "--out", "o.blend", *command_line(args, BAKE)])
     for o in of(BAKE):

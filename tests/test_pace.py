@@ -222,5 +222,90 @@ def test_the_report_says_how_the_reference_was_played(tmp_path):
     proc = sinew("simulate", "--clip", f"{WALK}:0.3", "--pace", "0", "--no-plots", "--out", str(tmp_path / "t"), "--json")
     assert "pace        the recorded pace throughout (governor off)" in proc.stdout + proc.stderr
     assert "- Pace: the recorded pace throughout (governor off)" in (tmp_path / "t" / "report.md").read_text()
-    assert last_json(proc)["pace"] == dict(strength=0.0, final_rate=1.0, min_rate=1.0, mean_rate=1.0, lag_s=0.0)
+    assert last_json(proc)["pace"] == dict(strength=0.0, final_rate=1.0, min_rate=1.0, mean_rate=1.0, lag_s=0.0,
+                                           waited_s=0.0)
 
+
+
+def test_sync_is_eq_2():
+    """The clip plays at the floor's pace where it was clearly nearer the body earlier."""
+    assert pc.sync_rate([0.02]) == 1.0  # near the clip: no search
+    assert pc.sync_rate([0.5, 0.49, 0.48]) == 1.0  # 2 cm nearer: not worth waiting for
+    assert pc.sync_rate([0.5, 0.45, 0.48]) == pc.FLOOR
+    assert pc.sync_rate([0.1, 0.2, 0.3]) == 1.0  # the body ahead of the clip: it does not wait
+    assert pc.heading([np.cos(0.2), 0, 0, np.sin(0.2)]) == pytest.approx(0.4)  # 0.4 rad about z
+
+
+def test_the_sync_factor_follows_its_target_and_the_lag_counts_the_wait():
+    dt = 1 / 120
+    p = pc.Pace(0.0, dt)  # no fatigue slowing: the sync alone
+    p.sync_target = 0.5
+    for _ in range(60):
+        p.update(0.0, 0)
+    a = dt / pc.SYNC_TAU_S
+    syncs = 0.5 + 0.5 * (1 - a) ** np.arange(1, 61)
+    assert p.sync == pytest.approx(syncs[-1], rel=1e-12) and p.rate == p.sync
+    assert p.lag == pytest.approx(np.sum(1 - syncs), rel=1e-10) and p.waited == pytest.approx(p.lag, rel=1e-12)
+    assert p.summary()["waited_s"] == pytest.approx(p.lag * dt, abs=1e-3)
+
+
+def test_the_clip_waits_for_a_body_behind_it_in_time(rig, walk_ref):
+    """A body where the clip was 0.4 s ago (the clip played 0.4 s ahead of it): the gaps
+    found by the tracker put the clip nearest then, and the clip is slowed to the floor; a
+    body at the clip's own place makes no search."""
+    from engine.control.plan import MotionPlan
+    from engine.control.tracking import TrackingController
+    from engine.simulation import Simulation
+
+    plan = MotionPlan(rig, [(walk_ref, 2.0, "walk")])
+    sim = Simulation(rig)
+    q0, v0, _ = plan.sample(0)
+    sim.start_at(q0, v0)
+    ctl = TrackingController(sim, plan, TrackingParams())
+    assert ctl._sync_gaps(sim) == [pytest.approx(0.0, abs=0.03)]
+    ctl.pace.lag = -48.0  # the clip 48 steps (0.4 s) ahead of the body
+    gaps = ctl._sync_gaps(sim)
+    assert gaps[0] > 0.4 and gaps[-1] < gaps[0] - pc.SYNC_GAIN_M and 2 <= len(gaps) <= 5  # stops once decided
+    from engine.control.pace import SYNC_EVERY
+
+    # the search itself, positions only: the clip was at the body 48 steps back
+    full = []
+    for k in range(7):
+        qr = plan.sample(0, -48.0 + k * SYNC_EVERY)[0]
+        full.append(float(np.hypot(*(qr[:2] - sim.physics.get_q()[0][:2]))))
+    assert int(np.argmin(full)) == 4 and full[4] < 0.03 and gaps == pytest.approx(full[:len(gaps)], abs=0.02)
+    assert pc.sync_rate(gaps) == pc.FLOOR
+    ctl.advance_pace(sim)
+    assert ctl.pace.sync_target == pc.FLOOR
+    off = TrackingController(sim, plan, TrackingParams(sync=False))
+    off.pace.lag = -48.0
+    off.advance_pace(sim)
+    assert off.pace.sync_target == 1.0
+
+
+def test_wait_is_a_tracking_option():
+    from engine.take import check_wait
+
+    assert check_wait("tracking", None) is True and check_wait("tracking", False) is False
+    assert check_wait("policy", None) is True  # a policy's own tracker (an offset policy's) keeps its default
+    with pytest.raises(ParameterError, match="--wait.*own pace"):
+        check_wait("policy", False)
+
+
+def test_a_clip_at_its_own_length_keeps_its_clock(rig, walk_ref):
+    """Only a looped clip waits: at its own length the same body behind it changes nothing."""
+    from engine.control.plan import MotionPlan
+    from engine.control.tracking import TrackingController
+    from engine.simulation import Simulation
+
+    own = MotionPlan(rig, [(walk_ref, walk_ref.seconds, "walk")])
+    looped = MotionPlan(rig, [(walk_ref, 3 * walk_ref.seconds, "walk")])
+    assert not own.segments[0].repeats and looped.segments[0].repeats
+    for plan, want in ((own, 1.0), (looped, pc.FLOOR)):
+        sim = Simulation(rig)
+        q0, v0, _ = plan.sample(0)
+        sim.start_at(q0, v0)
+        ctl = TrackingController(sim, plan, TrackingParams())
+        ctl.pace.lag = -48.0
+        ctl.advance_pace(sim)
+        assert ctl.pace.sync_target == want

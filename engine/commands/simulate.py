@@ -122,7 +122,7 @@ def _simulate(args, stop) -> int:
     from ..control.goals import goals_from_specs
     from ..npzfile import check_out_npz
     from ..push import parse_push
-    from ..take import FORMAT as TAKE_FORMAT, check_balance, check_pace, check_policy_given
+    from ..take import FORMAT as TAKE_FORMAT, check_balance, check_pace, check_policy_given, check_wait
 
     # everything checked before any simulation work, one line each: the flags here, the take's
     # own options (fps, pushes, goals, clip lengths) once by engine.take.simulate
@@ -145,6 +145,7 @@ def _simulate(args, stop) -> int:
         raise ParameterError("--workers", "sets the processes of the balance planner, which this take does not "
                              "use (a policy, --residual, --no-balance or --backend ode); leave it out")
     pace = check_pace(args.controller, args.pace)
+    wait = check_wait(args.controller, args.wait)
     out = check_out_dir(args.out)
     check_out_npz(out / "take.npz", TAKE_FORMAT, "take", inputs=[split_hold(p)[0] for p, _ in clips] +
                   [args.policy, args.rig], force=args.force)  # a take replaces a take, not a reference
@@ -156,7 +157,7 @@ def _simulate(args, stop) -> int:
     from ..rig import load_rig
 
     rig = load_rig(args.rig)
-    params = TrackingParams(residual=residual, pace=pace, balance=balance).validate()
+    params = TrackingParams(residual=residual, pace=pace, sync=wait, balance=balance).validate()
     loaded = []
     for path, seconds in clips:  # read/retarget the clips (fails fast on a bad file)
         ref, _ = load_clip(rig, path, keep_calibration=args.keep_calibration)

@@ -105,11 +105,13 @@ def pace(take) -> str | None:
     pc = take.meta.get("pace")
     if not pc or take.meta.get("stand"):  # a held pose has no pace to play at
         return None
+    waited = pc.get("waited_s") or 0.0  # the clip waiting for the body (pace eq. 2)
+    wait = f"; the clip waited {waited:.1f} s in all for a body behind it (at its turns and stops)" if waited >= 0.05 else ""
     if not pc["strength"]:
-        return "the recorded pace throughout (governor off)"
+        return "the recorded pace throughout (governor off)" + wait
     return (f"reference at {pc['final_rate']:.2f}x its recorded pace by the end (lowest {pc['min_rate']:.2f}x, "
             f"mean {pc['mean_rate']:.2f}x; the last clip ended {pc['lag_s']:.1f} s behind its own clock; governor strength "
-            f"{pc['strength']:g})")
+            f"{pc['strength']:g}){wait}")
 
 
 def glance_lines(take) -> list[str]:

@@ -13,6 +13,26 @@ rate^2 (the chain rule for q(t - lag(t)) with a slowly changing rate). Slower pl
 walk is a lower cadence at the recorded stride: the speed, cadence and the effort they cost
 fall together, and they come back as the legs recover (the rate follows (1) up again).
 
+The clip also waits for a body that fell behind it in time, at its turns and stops above all
+(`sync_rate`, the tracker's `sync`): every SYNC_EVERY steps the body's root is compared with
+the clip's root now and every SYNC_EVERY steps earlier, up to SYNC_WINDOW_S (position and
+heading, the heading at SYNC_YAW_M metres a radian), d_0, d_1, ...; the sync factor, which
+multiplies the rate, follows (time constant SYNC_TAU_S)
+
+    sync* = FLOOR  if  min_k d_k < d_0 - SYNC_GAIN_M,  else 1                             (2)
+
+so the clip plays at half pace while the body is where the clip was, clearly, a moment ago.
+Only a clip asked for longer than it lasts, and so looped, waits (MotionPlan's Segment.repeats):
+a take of a clip at its own length, or played once, keeps the clip's clock, since a take's
+length is fixed and waiting would cut the clip's end off it (a kick 1.9 s long waited 0.15-0.57
+s on three draws).
+Measured on a turn in place (the Mixamo fixture: walk a metre, turn 180 deg, walk back): the
+body reaches the apex too fast, turns ~0.3 s late and leaves the turn 0.4-0.6 m behind the
+clip, a lag the balance planner's path term makes up only by the next turn; a clip that
+waits turns with the body (10 s, four draws: 33 -> 12 cm from the clip, 5.1 -> 4.2 deg;
+docs/research/balance.md, thirty-sixth session). Gentler versions (waiting only for lags
+over 0.1 s, or 5-10 cm nearer, in proportion) helped less (16 and 21 cm).
+
 Each clip of a chain keeps its own lag: a clip starts on its own clock, matched again to the
 phase the slowed clip before it had got to (MotionPlan.rebase), and the clip it cross-fades
 from plays on at the same rate behind its own clock (prev_lag) until the fade is over.
@@ -25,11 +45,31 @@ walk, far below THRESHOLD, so ordinary takes play at their recorded pace.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 THRESHOLD = 0.1  # legs' mean M_F where slowing starts: a tenth of their motor units fatigued
 FLOOR = 0.5  # the slowest playback: half the recorded pace
 TAU_S = 1.0  # s: time constant the rate follows its target with
+SYNC_EVERY = 12  # physics steps between the sync's looks at where the body is (0.1 s)
+SYNC_WINDOW_S = 0.6  # s: how far back the clip's root is searched for the body's
+SYNC_YAW_M = 0.3  # m a radian of heading error, in the body's distance from the clip's root
+SYNC_GAIN_M = 0.03  # m: the clip waits only where it was this much nearer the body earlier
+SYNC_TAU_S = 0.1  # s: time constant the sync factor follows eq. (2) with (no jumps in the reference's speed)
+
+
+def heading(quat) -> float:
+    """Yaw (rad) of a root orientation (w, x, y, z): where its x axis points in the ground
+    plane (in floats: it runs every SYNC_EVERY steps of every rollout)."""
+    w, x, y, z = (float(v) for v in quat)
+    return math.atan2(2.0 * (x * y + w * z), 1.0 - 2.0 * (y * y + z * z))
+
+
+def sync_rate(gaps: list[float]) -> float:
+    """Eq. (2) from the body's distances to the clip's root `gaps` (m), gaps[k] k SYNC_EVERY
+    steps back (gaps[0]: now): FLOOR where an earlier clip time was SYNC_GAIN_M nearer, else 1."""
+    return FLOOR if min(gaps) < gaps[0] - SYNC_GAIN_M else 1.0
 
 
 def target_rate(mf_legs: float, strength: float) -> float:
@@ -48,7 +88,11 @@ class Pace:
         self.strength = float(strength)
         self.dt = float(dt)
         self.alpha = self.dt / TAU_S
-        self.rate = 1.0
+        self.rate = 1.0  # the playback rate: the fatigue's (eq. 1, lagged) times the sync's (eq. 2)
+        self.fatigue_rate = 1.0
+        self.sync = self.sync_target = 1.0
+        self.sync_alpha = self.dt / SYNC_TAU_S
+        self.waited = 0.0  # steps of the clip's clock the sync held back
         self.lag = self.prev_lag = 0.0
         self.segment = 0
         self.rate_sum, self.rate_min, self.updates = 0.0, 1.0, 0
@@ -58,9 +102,16 @@ class Pace:
         when `segment` is a new clip, that clip starts at lag 0 and the one before keeps the
         lag it reached. Returns whether the clip changed."""
         if self.strength > 0:
-            self.rate += self.alpha * (target_rate(mf_legs, self.strength) - self.rate)
+            self.fatigue_rate += self.alpha * (target_rate(mf_legs, self.strength) - self.fatigue_rate)
+        if self.sync != self.sync_target:
+            self.sync += self.sync_alpha * (self.sync_target - self.sync)
+            if abs(self.sync - self.sync_target) < 1e-6:
+                self.sync = self.sync_target
+        if self.strength > 0 or self.sync != 1.0:
+            self.rate = self.fatigue_rate * self.sync
             self.lag += 1.0 - self.rate
             self.prev_lag += 1.0 - self.rate
+            self.waited += 1.0 - self.sync
         switched = segment != self.segment
         if switched:
             self.segment, self.prev_lag, self.lag = segment, self.lag, 0.0
@@ -74,4 +125,4 @@ class Pace:
         how far the last clip ended behind its own clock (s)."""
         return dict(strength=self.strength, final_rate=round(self.rate, 4), min_rate=round(self.rate_min, 4),
                     mean_rate=round(self.rate_sum / self.updates, 4) if self.updates else 1.0,
-                    lag_s=round(self.lag * self.dt, 3))
+                    lag_s=round(self.lag * self.dt, 3), waited_s=round(self.waited * self.dt, 3))

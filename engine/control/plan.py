@@ -323,6 +323,10 @@ class Segment:
     phase: int  # clip frame played at `start`
     place: Planar  # where the clip's root is put
     label: str
+    # the clip asked for longer than it lasts and looped: its timing is free (engine.control.pace
+    # eq. 2 may make it wait); a clip played once or at its own length keeps its clock, so its
+    # end is not cut off the take
+    repeats: bool = False
 
 
 class MotionPlan:
@@ -346,7 +350,7 @@ class MotionPlan:
             steps = int(round(seconds * PHYSICS_HZ))
             if clip.loop and clip.loop["kind"] == "ended":
                 steps = min(steps, clip.frames)
-            seg = Segment(clip, start, steps, 0, Planar(), label)
+            seg = Segment(clip, start, steps, 0, Planar(), label, repeats=loops and not clip.once)
             if self.segments:
                 seg.phase, seg.place = self._continue(clip, self._sample_segment(self.segments[-1], start)[0])
             self.segments.append(seg)

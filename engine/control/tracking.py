@@ -33,6 +33,7 @@ and the pose sags.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field
 
 import mujoco
@@ -47,7 +48,7 @@ from ..rig import GROUPS
 from ..transforms import cross
 from .controller import Controller
 from .coordination import CoordinationWeights, Coordinator, MomentArms
-from .pace import Pace
+from .pace import SYNC_EVERY, SYNC_GAIN_M, SYNC_WINDOW_S, SYNC_YAW_M, Pace, heading, sync_rate
 from .plan import MotionPlan
 
 G = 9.81
@@ -88,6 +89,9 @@ class TrackingParams:
     # 1 % of the legs' motor units fatigued beyond a tenth, down to half pace; 0 keeps the
     # recorded pace however tired the legs are
     pace: float = 1.0
+    # the clip waits for a body that fell behind it in time, at a turn or a stop
+    # (engine.control.pace eq. 2); False: the clip keeps its clock
+    sync: bool = True
     # the balance planner (engine.control.balance.BalanceParams) that steers the tracker when
     # there is no residual; None: the tracker alone (with residual 0 a walk falls within ~3 s)
     balance: object | None = None
@@ -243,6 +247,9 @@ class TrackingController(Controller):
         calls it every step, so a decision every `period` steps sees the same pace)."""
         if self._paced_to > sim.steps:
             return
+        if self.params.sync and self._paced_to == sim.steps and sim.steps % SYNC_EVERY == 0:
+            repeats = self.plan.segments[self.plan.segment_index(sim.steps)].repeats
+            self.pace.sync_target = sync_rate(self._sync_gaps(sim)) if repeats else 1.0
         legs = self._leg_muscles
         mf_legs = float(np.add.reduce(sim.fatigue.MF[legs]) / len(legs))  # their mean (np.mean's sum and division)
         while self._paced_to <= sim.steps:
@@ -251,6 +258,22 @@ class TrackingController(Controller):
                 self.plan.rebase(i, self.pace.prev_lag)
                 self._segments_changed += 1
             self._paced_to += 1
+
+    def _sync_gaps(self, sim) -> list[float]:
+        """The body root's distance (m, the heading error at SYNC_YAW_M a radian) from the
+        clip's root now and every SYNC_EVERY steps back over SYNC_WINDOW_S (pace eq. 2), up to
+        the first that decides it: one SYNC_GAIN_M nearer than now, or none past now where
+        the body is within SYNC_GAIN_M of the clip."""
+        q = sim.physics.get_q()[0]
+        pc, out = self.pace, []
+        for k in range(int(round(SYNC_WINDOW_S / sim.dt / SYNC_EVERY)) + 1):
+            n = k * SYNC_EVERY
+            qr = self.plan.sample(sim.steps, pc.lag + n, pc.prev_lag + n)[0]
+            dyaw = (heading(q[3:7]) - heading(qr[3:7]) + math.pi) % (2 * math.pi) - math.pi
+            out.append(math.sqrt((q[0] - qr[0]) ** 2 + (q[1] - qr[1]) ** 2 + (SYNC_YAW_M * dyaw) ** 2))
+            if out[-1] < out[0] - SYNC_GAIN_M or (k == 0 and out[0] < SYNC_GAIN_M):
+                break  # eq. (2) is decided
+        return out
 
     def steer(self, q_ref, step):
         """The reference pose the decision at `step` aims for: the reference itself here; the
