@@ -357,7 +357,7 @@ def test_balance_expert_episodes_are_the_same_in_forked_workers(tmp_path):
 
     cfg_path = tmp_path / "c.toml"
     cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n%s'
-                        "[dagger]\nsnapshot_seconds = 0.2\nsnapshot_every = 0.1\nworkers = 2\nsmooth = 0.0\nperiod = 1\n"
+                        "[dagger]\nsnapshot_seconds = 0.2\nsnapshot_every = 0.1\nworkers = 2\nsmooth = 0.0\nperiod = 1\nfatigue_scales = []\n"
                         "torque_weight = 0.1\n"
                         % (REPO / "training/configs/walk.toml", ACTIVATION_WALK))
     tr = DaggerTrainer(load_config(cfg_path, WALK.parent), tmp_path / "run")
@@ -410,7 +410,7 @@ def test_balance_expert_of_several_planners_answers_their_mean(tmp_path):
 
     cfg_path = tmp_path / "c.toml"
     cfg_path.write_text('base = "%s"\nlatent_dim = 4\nvae_hidden = [16]\npolicy_hidden = [16]\n%s'
-                        "[dagger]\nsnapshot_seconds = 0.1\nsnapshot_every = 0.1\nplanners = 2\nperiod = 1\n"
+                        "[dagger]\nsnapshot_seconds = 0.1\nsnapshot_every = 0.1\nplanners = 2\nperiod = 1\nfatigue_scales = []\n"
                         % (REPO / "training/configs/walk.toml", ACTIVATION_WALK))
     tr = DaggerTrainer(load_config(cfg_path, WALK.parent), tmp_path / "run")
     ens, sim = tr.expert, tr.sim
