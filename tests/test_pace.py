@@ -309,3 +309,15 @@ def test_a_clip_at_its_own_length_keeps_its_clock(rig, walk_ref):
         ctl.pace.lag = -48.0
         ctl.advance_pace(sim)
         assert ctl.pace.sync_target == want
+
+
+def test_the_report_says_how_long_the_clip_waited():
+    from types import SimpleNamespace
+
+    from engine.commands.take_report import pace
+
+    base = dict(strength=1.0, final_rate=0.9, min_rate=0.5, mean_rate=0.95, lag_s=0.4)
+    take = lambda **kw: SimpleNamespace(meta=dict(pace=dict(base, **kw)))
+    assert "waited" not in pace(take(waited_s=0.0)) and "waited" not in pace(take())  # older takes lack it
+    assert pace(take(waited_s=1.24)).endswith("; the clip waited 1.2 s in all for a body behind it (at its turns and stops)")
+    assert "waited 0.6 s" in pace(take(strength=0.0, waited_s=0.6))  # governor off, waiting on
