@@ -202,3 +202,19 @@ def test_an_offset_run_plays_each_clip_at_each_fatigue_scale(tmp_path):
     assert len(tr.data["label"]) == 2 and tr.sim is tr.worlds[1][1]  # the last episode played the tired world
     mf = [float(w[1].fatigue.MF.max()) for w in tr.worlds]
     assert mf[1] > 10 * mf[0] > 0  # the tired world's muscles tire 50x faster
+
+
+def test_an_offset_policy_never_steers_a_joint_past_the_limit(tmp_path, rig):
+    """A policy whose output is far off (a decoder bias of 100 rad) is held at OFFSET_LIMIT."""
+    from engine.control.offset_policy import OFFSET_LIMIT, OffsetPolicyController
+    from engine.control.policy import PolicyFile
+
+    pf = _zero_policy(tmp_path)
+    arrays = dict(pf.arrays)
+    last = max(int(k.split(".")[2]) for k in arrays if k.startswith("policy.expert."))
+    b = arrays[f"policy.expert.{last}.b"]
+    arrays[f"policy.expert.{last}.b"] = np.where(np.arange(b.shape[-1]) % 2 == 0, 1000.0, -1000.0) * np.ones_like(b)
+    sim, plan = _walk_sim(rig.with_strength(3.0))
+    ctl = OffsetPolicyController(PolicyFile(pf.meta, arrays), sim, plan)
+    ctl.act(sim, sim.state)
+    assert np.abs(ctl.tracker.U).max() == OFFSET_LIMIT

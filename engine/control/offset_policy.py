@@ -10,7 +10,7 @@ at engine.control.balance.offset_dofs):
     s = [state features, fatigue parts, the offsets played now]      (policy.state_features)
     t = target features of the reference `period` steps on, as the tracker plays it (its pace)
     z = mu_prior(s) + mu_posterior(s, t)                             (track mode, the mean latent)
-    (u_0, u_1) = action_scale pi(s, z)                               (eq. 1)
+    (u_0, u_1) = clip(action_scale pi(s, z), +-OFFSET_LIMIT)         (eq. 1)
 
 and the tracker plays its reference with the offsets linear from u_0 to u_1 over a knot and
 u_1 held after (`held_plan`): a plan's first two knots are all of it that is played before the
@@ -34,6 +34,10 @@ from .controller import Controller
 from .policy import fatigue_parts, fatigue_weights, state_features, target_features
 
 KNOTS_OUT = 2  # the network's output: the plan's offsets now and one knot on
+# rad: the most an offset policy turns a joint off its reference. The planner's own offsets
+# stay within ~0.5 rad (its noise reaches 0.3 rad a knot where the going gets hard); a policy
+# off its training states must not fold the character up
+OFFSET_LIMIT = 0.6
 
 
 def offset_meta(rig, balance, smooth: float) -> dict:
@@ -76,7 +80,7 @@ def policy_plan(pf, sim, tracker, W: np.ndarray, z_noise: np.ndarray | None = No
     z = pf.prior_mean(sn) + pf.posterior_offset(sn, tn)
     if z_noise is not None:
         z = z + z_noise
-    return held_plan(pf.action(sn, z), tracker.balance.knots)
+    return held_plan(np.clip(pf.action(sn, z), -OFFSET_LIMIT, OFFSET_LIMIT), tracker.balance.knots)
 
 
 class OffsetPolicyController(Controller):
