@@ -21,7 +21,9 @@ multiplies the rate, follows (time constant SYNC_TAU_S)
 
     sync* = FLOOR  if  min_k d_k < d_0 - SYNC_GAIN_M,  else 1                             (2)
 
-so the clip plays at half pace while the body is where the clip was, clearly, a moment ago.
+so the clip plays at half pace while the body is where the clip was, clearly, a moment ago
+(half of the fatigue governor's pace: the two together may play a tired clip below FLOOR for
+the moments it waits).
 Only a clip asked for longer than it lasts, and so looped, waits (MotionPlan's Segment.repeats):
 a take of a clip at its own length, or played once, keeps the clip's clock, since a take's
 length is fixed and waiting would cut the clip's end off it (a kick 1.9 s long waited 0.15-0.57
