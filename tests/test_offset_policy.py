@@ -218,3 +218,12 @@ def test_an_offset_policy_never_steers_a_joint_past_the_limit(tmp_path, rig):
     ctl = OffsetPolicyController(PolicyFile(pf.meta, arrays), sim, plan)
     ctl.act(sim, sim.state)
     assert np.abs(ctl.tracker.U).max() == OFFSET_LIMIT
+
+
+def test_start_states_within_a_second_of_the_experts_fall_are_dropped():
+    from training.dagger import doomed_starts_dropped
+
+    starts = list(range(6))  # steps 0, 60, ..., 300 (one every 0.5 s)
+    assert doomed_starts_dropped(starts, 290, 60) == [0, 1, 2]  # fell at 2.42 s: 1.0 s the last kept
+    assert doomed_starts_dropped(starts, 100, 60) == [0]  # the first is always kept
+    assert doomed_starts_dropped(starts, 10_000, 60) == starts

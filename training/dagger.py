@@ -84,6 +84,14 @@ LOG_COLUMNS = ["round", "labels", "seconds", "beta", "episodes_stood_s", "new_la
                "label_seconds", "fit_seconds"]  # a round's wall time playing and labelling episodes, fitting
 
 
+def doomed_starts_dropped(starts: list, fell_step: int, every: int, margin_s: float = 1.0) -> list:
+    """The start states (the first at step 0, then one every `every` steps) without those in
+    the last `margin_s` seconds before the expert's own take fell at step `fell_step`; the
+    first is always kept."""
+    keep = sum(1 for k in range(len(starts)) if k == 0 or k * every <= fell_step - margin_s * 120)
+    return starts[:keep]
+
+
 def action_labels(sim, activation: np.ndarray, gains: PDGains) -> tuple[np.ndarray, np.ndarray]:
     """The expert's activations at the simulation's state as PD actions (eq. 11): the action
     whose PD force (eq. 4) equals the muscle force f0 (f_l f_v alpha + f_PE) the activation
@@ -184,19 +192,21 @@ class DaggerTrainer:
         # one world a clip and fatigue scale (an offset run's clips x dagger.fatigue_scales; the
         # others' one clip at fatigue_scale): its plan, simulation, expert and start states.
         # `_use` makes one of them the trainer's
-        self.worlds = []
+        self.worlds, self.world_notes = [], []
         for clip in cfg.clips:
             for scale in self.d.fatigue_scales or [cfg.fatigue_scale]:
-                self._build_world(clip, scale)
+                self._build_world(clip, scale, cfg.seed + len(self.worlds))  # each world its own draws
                 self.worlds.append((self.plan, self.sim, self.expert, self.track, self.starts))
         self._use(0)
 
     def _use(self, world: int) -> None:
         self.plan, self.sim, self.expert, self.track, self.starts = self.worlds[world]
 
-    def _build_world(self, clip, fatigue_scale: float) -> None:
-        """The plan, simulation, expert, reference track and start states of one clip at one
-        fatigue scale (as the trainer's own attributes)."""
+    def _build_world(self, clip, fatigue_scale: float, seed: int) -> None:
+        """The plan, simulation, expert (its noise from `seed`), reference track and start
+        states of one clip at one fatigue scale (as the trainer's own attributes). Where the
+        expert's own take falls, the start states of its last second before the fall are
+        dropped (episodes from them fall at once, and their labels would be dropped too)."""
         cfg, rig = self.cfg, self.rig
         ref, name = load_clip(rig, clip)
         longest = max(self.d.episode_seconds, self.d.eval_seconds) + self.d.snapshot_seconds + max(self.d.after)
@@ -215,8 +225,8 @@ class DaggerTrainer:
             sim.start_at(q0, v0)
             params = TrackingParams(residual=0.0)
             params = dataclasses.replace(params, weights=dataclasses.replace(params.weights, smooth=self.d.smooth))
-            self.expert = (BalancePlanner(sim, self.plan, params, BalanceParams(), cfg.seed) if self.d.planners == 1
-                           else PlannerEnsemble(sim, self.plan, self.d.planners, cfg.seed, params))
+            self.expert = (BalancePlanner(sim, self.plan, params, BalanceParams(), seed) if self.d.planners == 1
+                           else PlannerEnsemble(sim, self.plan, self.d.planners, seed, params))
         self.track = P.PlanTrack(rig, self.plan, self.d.period)
         self.starts = [self._snapshot()]
         every = max(int(round(self.d.snapshot_every * 120)), 1)
@@ -224,6 +234,10 @@ class DaggerTrainer:
             for _ in range(int(self.d.snapshot_seconds * 120)):
                 sim.step(self.expert.act(sim, sim.state))
                 if self._fallen():
+                    self.starts = doomed_starts_dropped(self.starts, sim.steps, every)
+                    self.world_notes.append(f"{Path(str(clip)).name} at fatigue scale {fatigue_scale:g}: the expert's "
+                                            f"own take fell at {sim.time:.1f} s; {len(self.starts)} start states kept")
+                    print(f"DAgger: {self.world_notes[-1]}", file=sys.stderr, flush=True)
                     break
                 if sim.steps % every == 0:
                     self.starts.append(self._snapshot())
