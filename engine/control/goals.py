@@ -103,7 +103,7 @@ def check_policy_options(controller: str, mode: str, noise_scale: float | None, 
         raise ParameterError(flag, "only for --controller policy (the tracking controller follows the clips)")
     if noise_scale is not None and not (np.isfinite(noise_scale) and noise_scale >= 0):
         raise ParameterError("--noise-scale", f"{noise_scale!r}: expected a finite value >= 0")
-    if policy is not None and mode != "track" and policy.action_kind == "offset":
+    if mode != "track" and getattr(policy, "action_kind", None) == "offset":
         raise ParameterError("--mode", f"{mode}: this policy offsets a clip's reference (action 'offset', "
                              "engine/control/offset_policy.py); it plays mode 'track' only")
     if goals and mode != "heading":
