@@ -227,3 +227,15 @@ def test_start_states_within_a_second_of_the_experts_fall_are_dropped():
     assert doomed_starts_dropped(starts, 290, 60) == [0, 1, 2]  # fell at 2.42 s: 1.0 s the last kept
     assert doomed_starts_dropped(starts, 100, 60) == [0]  # the first is always kept
     assert doomed_starts_dropped(starts, 10_000, 60) == starts
+
+
+def test_bench_times_an_offset_policy(tmp_path):
+    """`sinew bench --policy` on an offset policy file: its take runs, the line says what decides when."""
+    from engine.commands.bench_controllers import bench_policy
+
+    pf = _zero_policy(tmp_path)
+    path = tmp_path / "zero.npz"
+    np.savez(path, meta=json.dumps(pf.meta), **{k: v.astype(np.float32) for k, v in pf.arrays.items()})
+    summary, lines = bench_policy(path, seconds=0.2)
+    assert summary["period"] == 12 and not summary["fell"] and summary["realtime_factor"] > 0
+    assert "the network every 12 steps, the tracker's solve every step" in lines[0]

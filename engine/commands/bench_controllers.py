@@ -169,7 +169,9 @@ def bench_policy(policy, seconds: float = 2.0, rig_name: str = "human284"):
     summary = dict(clip=Path(clip).name, period=period, parameters=pf.parameters, setup_s=setup_s,
                    step_us=dict(policy=round(policy_us, 1), policy_total=round(total_us, 1)),
                    realtime_factor=rtf, fell=take.meta["summary"]["fell"])
-    lines = [f"policy {Path(str(policy)).name} ({pf.parameters} parameters, a decision every {period} step(s)) "
+    every = (f"the network every {period} steps, the tracker's solve every step" if pf.action_kind == "offset"
+             else f"a decision every {period} step(s)")
+    lines = [f"policy {Path(str(policy)).name} ({pf.parameters} parameters, {every}) "
              f"on {summary['clip']}, {take.meta['simulated_seconds']:.1f} s:",
              f"  policy {policy_us:9.1f} us/step; whole loop {total_us:9.1f} us/step = "
              f"{summary['realtime_factor']}x real time"]
