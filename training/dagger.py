@@ -311,16 +311,11 @@ class DaggerTrainer:
                 else:
                     action = learner.act(sim, s)
             sim.step(action)
-            if not label:  # an evaluation: the joint error against the reference as a take measures it
-                q = sim.physics.get_q()[0]
-                err_sum += joint_errors_deg(self.rig, self.plan.space.diff(q, self.plan.sample(sim.steps)[0]))
-                err_n += 1
-            if self._fallen():
-                self._drop_before_fall(n0)
+            if not label:  # an evaluation
+                err_sum, err_n = err_sum + self._joint_error(), err_n + 1
+            if self._fell(n0):
                 break
-        sim.physics.set_external_force(np.zeros((self.rig.num_bodies, 3)))  # a push may still act
-        self.last_error_deg = err_sum / max(err_n, 1)
-        return sim.time - t0
+        return self._episode_end(t0, err_sum, err_n)
 
     def _offset_episode(self, rng, seconds: float, learner: P.PolicyFile | None, beta: float, velocity_noise: float,
                         start: int | None, label: bool, push: bool, after: float, world: int) -> float:
@@ -353,15 +348,28 @@ class DaggerTrainer:
                 ctl.U, ctl.plan_start = U if teacher else policy_plan(learner, sim, ctl, self.W), sim.steps
             sim.step(OffsetTracker.act(ctl, sim, sim.state))
             if not label:
-                q = sim.physics.get_q()[0]
-                err_sum += joint_errors_deg(self.rig, self.plan.space.diff(q, self.plan.sample(sim.steps)[0]))
-                err_n += 1
-            if self._fallen():
-                self._drop_before_fall(n0)
+                err_sum, err_n = err_sum + self._joint_error(), err_n + 1
+            if self._fell(n0):
                 break
-        sim.physics.set_external_force(np.zeros((self.rig.num_bodies, 3)))
+        return self._episode_end(t0, err_sum, err_n)
+
+    def _joint_error(self) -> float:
+        """The mean joint error now against the reference as a take measures it (deg)."""
+        q = self.sim.physics.get_q()[0]
+        return joint_errors_deg(self.rig, self.plan.space.diff(q, self.plan.sample(self.sim.steps)[0]))
+
+    def _fell(self, n0: int) -> bool:
+        """Whether the episode (its labels from n0) ended in a fall; if so its last labels go."""
+        if not self._fallen():
+            return False
+        self._drop_before_fall(n0)
+        return True
+
+    def _episode_end(self, t0: float, err_sum: float, err_n: int) -> float:
+        """An episode's close: no push left acting, its mean joint error kept; the seconds stood."""
+        self.sim.physics.set_external_force(np.zeros((self.rig.num_bodies, 3)))  # a push may still act
         self.last_error_deg = err_sum / max(err_n, 1)
-        return sim.time - t0
+        return self.sim.time - t0
 
     def _label_offsets(self, U: np.ndarray) -> None:
         """The decision's observation (offset_policy.observe) and the teacher's plan's first

@@ -265,11 +265,11 @@ class TrackingController(Controller):
         the first that decides it: one SYNC_GAIN_M nearer than now, or none past now where
         the body is within SYNC_GAIN_M of the clip."""
         q = sim.physics.get_q()[0]
-        pc, out = self.pace, []
+        pc, out, yaw = self.pace, [], heading(q[3:7])
         for k in range(int(round(SYNC_WINDOW_S / sim.dt / SYNC_EVERY)) + 1):
             n = k * SYNC_EVERY
             qr = self.plan.sample(sim.steps, pc.lag + n, pc.prev_lag + n)[0]
-            dyaw = (heading(q[3:7]) - heading(qr[3:7]) + math.pi) % (2 * math.pi) - math.pi
+            dyaw = (yaw - heading(qr[3:7]) + math.pi) % (2 * math.pi) - math.pi
             out.append(math.sqrt((q[0] - qr[0]) ** 2 + (q[1] - qr[1]) ** 2 + (SYNC_YAW_M * dyaw) ** 2))
             if out[-1] < out[0] - SYNC_GAIN_M or (k == 0 and out[0] < SYNC_GAIN_M):
                 break  # eq. (2) is decided
