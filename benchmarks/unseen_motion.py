@@ -86,6 +86,7 @@ def main() -> int:
     ap.add_argument("--clips", default=",".join(CLIPS), help="comma-separated, of: " + ", ".join(CLIPS))
     ap.add_argument("--seconds", default="own", help="'own' (each clip's length) or seconds for every clip")
     ap.add_argument("--workers", type=int, default=default_workers())
+    ap.add_argument("--seed", type=int, default=0, help="the planner's draw (takes are chaotic: compare several)")
     ap.add_argument("--out", default=None, help="also write the table to this markdown file")
     a = ap.parse_args()
     from engine.control.plan import load_clip
@@ -94,8 +95,8 @@ def main() -> int:
 
     rig = load_rig()
     balance, residual = check_balance("tracking", True, None, a.workers)
-    rows = ["| clip | kind | seconds | result | joint error | root error | checks | not a loop | s a simulated s |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| clip | kind | seconds | result | joint error | root error | waited (ran on) | checks | not a loop "
+            "| s a simulated s |", "|---|---|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.clips.split(","):
             kind, make = CLIPS[name]
@@ -103,7 +104,7 @@ def main() -> int:
             ref, _ = load_clip(rig, path)
             seconds = ref.seconds if a.seconds == "own" else float(a.seconds)
             t0 = time.perf_counter()
-            take = simulate(rig, [(path, seconds)], fatigue=FatigueParams(scale=1.0),
+            take = simulate(rig, [(path, seconds)], fatigue=FatigueParams(scale=1.0), seed=a.seed,
                             params=TrackingParams(residual=residual, balance=balance), progress=lambda f: None)
             wall = time.perf_counter() - t0
             s = take.meta["summary"]
@@ -112,8 +113,10 @@ def main() -> int:
             found = len(take.meta["clips"][0].get("checks") or [])
             note = "; ".join(n for _, n in loop_notes(take)) or "-"
             cost = wall / max(take.meta["simulated_seconds"], 1e-9)
+            pc = take.meta.get("pace") or {}  # the clip waiting for the body (engine/control/pace.py eq. 2)
+            waited = f"{pc.get('waited_s', 0.0):.1f} s ({pc.get('ran_on_s', 0.0):.1f} s)"
             rows.append(f"| {name} | {kind} | {seconds:.1f} | {result} | {s['joint_err_deg_mean']:.1f} deg | "
-                        f"{s['root_err_cm_mean']:.0f} cm | {found} | {note} | {cost:.0f} |")
+                        f"{s['root_err_cm_mean']:.0f} cm | {waited} | {found} | {note} | {cost:.0f} |")
             print(rows[-1], flush=True)
             for line in summary_lines(take.meta["clips"][0].get("checks"), most=2):
                 print("    check:", line, flush=True)

@@ -220,11 +220,12 @@ TAKE_OPTIONS = (
                 "0.1) the clips play slower, by STRENGTH % per % of M_F, down to half pace, and speed up again "
                 "as they recover; 0 = always the recorded pace (default 1). A policy plays at its own pace"),
     Option("wait", kind=bool, value=True, label="Clip Waits",
-           help="tracking controller: where the body falls behind a looped clip in time (a turn on the spot, a "
+           help="tracking controller: where the body falls behind the clip in time (a turn on the spot, a "
                 "stop it overran), the clip plays at half pace until the body is back with it "
-                "(engine/control/pace.py eq. 2; the report says how long it waited). A clip at its own length or "
-                "played once keeps its clock. On by default; off keeps every clip's own clock (motion timed to "
-                "music), at the price of a body that trails its turns. A policy plays at its own pace"),
+                "(engine/control/pace.py eq. 2; the report says how long it waited). A clip that is not looped "
+                "still plays to its end: the take runs on by what it waited. On by default; off keeps every "
+                "clip's own clock (motion timed to music), at the price of a body that trails its turns. A "
+                "policy plays at its own pace"),
     Option("push", kind=str, repeat=True, metavar="TIME:FX,FY,FZ:SECONDS[:BODY]", label="Pushes", prop="pushes",
            help="an external push: a force in N (world frame) at the body's centre of mass from TIME for "
                 "SECONDS, e.g. 2:0,-120,0:0.2; BODY defaults to the pelvis; {repeat} for more"),

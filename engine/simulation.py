@@ -109,13 +109,14 @@ class Recorder(Protocol):
 
 class Sampler:
     """Keeps probe(sim, step_result) after a run's first step, every `every`-th after it and
-    its last; or, given `at`, after exactly those physics steps (sim.steps, increasing).
+    its last; or, given `at`, after exactly those physics steps (sim.steps, increasing), or
+    those for which `at(sim.steps)` is true.
     `ends(sim, sample)`, after each sample kept, may return a reason to end the run (a fall)."""
 
     def __init__(self, probe: Probe = default_probe, every: int = 1, at=None, ends=None):
         self.recording = Recording()
         self.probe, self.every, self.ends = probe, int(every), ends
-        self.at = None if at is None else [int(k) for k in at]
+        self.at = at if at is None or callable(at) else [int(k) for k in at]
         self._seen = self._next = 0
         self._kept_last = False
 
@@ -123,6 +124,8 @@ class Sampler:
         if self.at is None:
             due = self._seen % self.every == 0
             self._seen += 1
+        elif callable(self.at):
+            due = bool(self.at(sim.steps))
         else:
             due = self._next < len(self.at) and sim.steps == self.at[self._next]
             self._next += due
@@ -261,7 +264,7 @@ class Simulation:
     def run(self, controller: Controller, seconds: float, record_every: int = 1,
             probe: Probe = default_probe, label: str = "simulating", stop=None, *,
             recorder: Recorder | None = None, before_decision=None, before_step=None,
-            progress=None) -> Recording:
+            progress=None, until=None) -> Recording:
         """Run for `seconds`, recording `probe(sim, step_result)` every `record_every` steps
         and after the last, or what `recorder` keeps (a Sampler; it may end the run).
 
@@ -270,7 +273,10 @@ class Simulation:
         pushes); the step; the divergence check (SimulationDiverged); the recorder.
         `stop` (engine.interrupt.StopFlag) is read once before each step: once requested, the
         run ends there. `progress(fraction)`, when given, is called about 100 times and
-        replaces the terminal bar. The Recording says how the run ended and its timing."""
+        replaces the terminal bar. `until(sim)`, when given, is read after every step: the
+        simulation step count at which the run ends, if later than `seconds` from its start (a
+        take that runs on: Controller.take_steps). The Recording says how the run ended and
+        its timing."""
         if not (np.isfinite(seconds) and seconds >= 0):
             raise ParameterError("seconds", f"{seconds!r}: expected a duration >= 0")
         period = int(getattr(controller, "period", 1))
@@ -280,6 +286,7 @@ class Simulation:
         pace = getattr(controller, "advance_pace", None)
         stop = stop or StopFlag()
         n = int(round(seconds / self.dt))
+        first = self.steps
         every = max(n // 100, 1)
         clock = time.perf_counter
         t_ctrl = t_step = 0.0
@@ -287,7 +294,8 @@ class Simulation:
         ended, interrupted = "", False
         with Progress(label, n) as bar:
             bar.enabled = bar.enabled and progress is None
-            for i in range(n):
+            i = 0
+            while i < n:
                 if stop.requested:  # one attribute read per step (engine.interrupt)
                     ended, interrupted = f"{stop.reason} at t = {self.time:.2f} s", True
                     break
@@ -316,7 +324,10 @@ class Simulation:
                     break
                 bar.update(i)
                 if progress is not None and i % every == 0:
-                    progress(i / n)
+                    progress(min(i / n, 1.0))
+                i += 1
+                if until is not None:
+                    n = max(n, until(self) - first)
         rec = recorder.finish(self, res)
         rec.stop_reason, rec.interrupted, rec.controller_s, rec.step_s = ended, interrupted, t_ctrl, t_step
         return rec

@@ -414,7 +414,7 @@ def _run_take(rig: Rig, clips, o: _Options, label: str, progress, stop) -> Take:
     diverged = ""
     try:
         rec = p.sim.run(p.ctrl, p.plan.total_steps * p.sim.dt, label=label, stop=stop, progress=progress, recorder=frames,
-                        before_decision=_steering(p), before_step=_pushes(p))
+                        before_decision=_steering(p), before_step=_pushes(p), until=p.ctrl.take_steps)
     except SimulationDiverged as e:
         rec, diverged = e.recording, e.reason
     finally:
@@ -492,9 +492,15 @@ def _frame_recorder(p: _Prepared, fps: int):
     from .transforms import matrix_to_quat
 
     rig, plan, sim, reference = p.rig, p.plan, p.sim, p.ctrl.reference_now  # the reference as played
-    n = plan.total_steps
-    steps = np.unique(np.round(np.arange(0, n / 120.0 + 1e-9, 1.0 / fps) * 120).astype(int))
-    steps = steps[steps <= n]
+
+    frame_step = lambda k: int(np.round(k * (1.0 / fps) * 120))  # output frame k's physics step
+    upcoming = [1]  # the next frame's number: the steps come in order, and a take may run on
+    # past its plan (Controller.take_steps), so the frames are not listed up front
+
+    def at_frame(step: int) -> bool:
+        while frame_step(upcoming[0]) < step:
+            upcoming[0] += 1
+        return frame_step(upcoming[0]) == step
 
     def frame(sim, fatigue, activation, force) -> dict:
         q, _ = sim.physics.get_q()
@@ -513,7 +519,7 @@ def _frame_recorder(p: _Prepared, fps: int):
         return (f"fell at t = {sim.time:.2f} s (pelvis {z:.2f} m above the floor, the clip's {z_ref:.2f})"
                 if is_down(z, z_ref) else None)
 
-    rec = Sampler(lambda sim, res: frame(sim, res.fatigue, res.activation, res.force), at=steps[1:], ends=fell)
+    rec = Sampler(lambda sim, res: frame(sim, res.fatigue, res.activation, res.force), at=at_frame, ends=fell)
     zeros = np.zeros(rig.num_muscles)
     rec.recording.add(sim.time, frame(sim, sim.fatigue, zeros, zeros))
     return rec

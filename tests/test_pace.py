@@ -223,7 +223,7 @@ def test_the_report_says_how_the_reference_was_played(tmp_path):
     assert "pace        the recorded pace throughout (governor off)" in proc.stdout + proc.stderr
     assert "- Pace: the recorded pace throughout (governor off)" in (tmp_path / "t" / "report.md").read_text()
     assert last_json(proc)["pace"] == dict(strength=0.0, final_rate=1.0, min_rate=1.0, mean_rate=1.0, lag_s=0.0,
-                                           waited_s=0.0)
+                                           waited_s=0.0, ran_on_s=0.0)
 
 
 
@@ -281,6 +281,29 @@ def test_the_clip_waits_for_a_body_behind_it_in_time(rig, walk_ref):
     off.pace.lag = -48.0
     off.advance_pace(sim)
     assert off.pace.sync_target == 1.0
+    # a clip with no foot planted where it is played (a flight) does not wait: it cannot be held back
+    flight = TrackingController(sim, MotionPlan(rig, [(walk_ref, 2.0, "walk")]), TrackingParams())
+    flight.plan.segments[0].clip.supported[:] = False
+    flight.pace.lag = -48.0
+    flight.advance_pace(sim)
+    assert flight.pace.sync_target == 1.0
+
+
+def test_a_clip_is_supported_where_a_foot_is_planted(rig, walk_ref):
+    """CyclicClip.supported: the bundled walk always has a foot on the floor; the bundled run's
+    flights (both feet up, ~a quarter of its frames) do not, and MotionPlan.supported reads the
+    frame played, looped, `lag` steps behind."""
+    from engine.control.plan import MotionPlan, load_clip
+
+    walk = MotionPlan(rig, [(walk_ref, 2.0, "walk")])
+    assert walk.segments[0].clip.supported.all()
+    ref, _ = load_clip(rig, WALK.parent / "run.bvh")
+    run = MotionPlan(rig, [(ref, 3 * ref.seconds, "run")])
+    clip = run.segments[0].clip
+    assert 0.1 < 1 - clip.supported.mean() < 0.4
+    k = int(np.flatnonzero(~clip.supported)[0])
+    assert not run.supported(k) and not run.supported(k + clip.frames) and not run.supported(k + 7, 7.0)
+    assert run.supported(int(np.flatnonzero(clip.supported)[0]))
 
 
 def test_wait_is_a_tracking_option():
@@ -292,23 +315,57 @@ def test_wait_is_a_tracking_option():
         check_wait("policy", False)
 
 
-def test_a_clip_at_its_own_length_keeps_its_clock(rig, walk_ref):
-    """Only a looped clip waits: at its own length the same body behind it changes nothing."""
+def test_a_clip_on_its_own_clock_plays_to_its_end_and_the_take_runs_on(rig, walk_ref):
+    """A clip at its own length that the pace held back L steps is not cut: at its segment's
+    end the take gives it the steps it lacks (the next clip, and the take's end, move on by L),
+    its last frame is played, and the clip after it continues from there. A looped clip ends on
+    the take's clock. A snapshot taken before the run-on puts the plan back."""
     from engine.control.plan import MotionPlan
     from engine.control.tracking import TrackingController
     from engine.simulation import Simulation
 
-    own = MotionPlan(rig, [(walk_ref, walk_ref.seconds, "walk")])
-    looped = MotionPlan(rig, [(walk_ref, 3 * walk_ref.seconds, "walk")])
-    assert not own.segments[0].repeats and looped.segments[0].repeats
-    for plan, want in ((own, 1.0), (looped, pc.FLOOR)):
+    own = walk_ref.num_frames
+    for clips, runs_on in (([(walk_ref, walk_ref.seconds, "walk")], True),
+                           ([(walk_ref, walk_ref.seconds, "walk"), (walk_ref, 0.5, "walk")], True),
+                           ([(walk_ref, 3 * walk_ref.seconds, "walk")], False)):
+        plan = MotionPlan(rig, clips)
+        assert plan.segments[0].repeats is not runs_on
         sim = Simulation(rig)
         q0, v0, _ = plan.sample(0)
         sim.start_at(q0, v0)
-        ctl = TrackingController(sim, plan, TrackingParams())
-        ctl.pace.lag = -48.0
-        ctl.advance_pace(sim)
-        assert ctl.pace.sync_target == want
+        ctl = TrackingController(sim, plan, TrackingParams(sync=False, pace=0.0))
+        snap = ctl.snapshot()
+        asked, end = plan.total_steps, plan.segment_end(0)
+        ctl.pace.lag = 30.0  # held back 30 steps (as the fatigue governor or the wait do)
+        sim.steps = end  # the pace brought up to the first segment's end, no physics needed
+        got = ctl.take_steps(sim)
+        if not runs_on:
+            assert got == asked and plan.segment_end(0) == end
+            continue
+        assert got == asked + 30 and plan.segment_end(0) == end + 30
+        # the clip's last frame is played at the new end's last step, not before
+        last = plan.segments[0].clip.sample(own - 1, plan.segments[0].place)[0]
+        np.testing.assert_array_equal(plan.sample(end + 29, 30.0)[0], last)
+        assert ctl.report()["pace"]["ran_on_s"] == pytest.approx(0.25)
+        ctl.restore(snap)
+        assert plan.total_steps == asked and plan.segment_end(0) == end
+
+
+def test_a_tired_clip_at_its_own_length_plays_to_its_end(tmp_path):
+    """The bundled walk at its own length with legs that tire within a second (fatigue scale
+    3000, pace strength 5): the governor slows it, and the take runs on by exactly what the
+    clip fell behind its own clock, its frames recorded at the take's rate to the new end."""
+    from .test_cli import last_json, sinew
+
+    proc = sinew("simulate", "--clip", str(WALK), "--residual", "1", "--no-balance", "--fatigue-scale", "3000",
+                 "--pace", "5", "--no-plots", "--out", str(tmp_path / "t"), "--json")
+    s = last_json(proc)
+    clip_s = 132 / 120.0  # the bundled walk's frames at 120 Hz
+    assert s["pace"]["min_rate"] < 0.8 and s["pace"]["ran_on_s"] > 0.1
+    assert s["seconds"] == pytest.approx(clip_s + s["pace"]["ran_on_s"], abs=1.5 / 120)
+    assert s["pace"]["ran_on_s"] == pytest.approx(s["pace"]["lag_s"], abs=1.5 / 120)  # played to its last frame
+    assert s["frames"] == int(s["seconds"] * 30 + 1e-6) + 1 and not s["partial"]
+    assert "the take ran on 0.2 s so that its clips played to their ends" in proc.stdout + proc.stderr
 
 
 def test_the_report_says_how_long_the_clip_waited():
@@ -321,3 +378,5 @@ def test_the_report_says_how_long_the_clip_waited():
     assert "waited" not in pace(take(waited_s=0.0)) and "waited" not in pace(take())  # older takes lack it
     assert pace(take(waited_s=1.24)).endswith("; the clip waited 1.2 s in all for a body behind it (at its turns and stops)")
     assert "waited 0.6 s" in pace(take(strength=0.0, waited_s=0.6))  # governor off, waiting on
+    assert "ran on" not in pace(take(waited_s=0.6, ran_on_s=0.0)) and "ran on" not in pace(take(waited_s=0.6))
+    assert pace(take(waited_s=0.6, ran_on_s=0.55)).endswith("; the take ran on 0.6 s so that its clips played to their ends")

@@ -189,6 +189,11 @@ def test_loop_hooks(rig):
                                                      ends=lambda sim, s: "down" if sim.steps >= 10 else None))
     assert sim.steps == 11 and rec.stop_reason == "down" and not rec.interrupted and len(rec.times) == 3
 
+    sim, asked = new(), []  # a run whose `until` grows (a take that runs on) goes on to it, a rule for samples
+    rec = sim.run(Fixed(zero), 0.1, recorder=Sampler(positions, at=lambda k: k % 5 == 0),
+                  until=lambda sim: asked.append(sim.steps) or (12 if sim.steps < 6 else 17))
+    assert sim.steps == 17 and asked == list(range(1, 18)) and np.allclose(rec.times, np.array([5, 10, 15]) / 120)
+
     sim, flag = new(), StopFlag()
     rec = sim.run(Fixed(zero), 1.0, record_every=10, stop=flag,
                   progress=lambda f: f >= 0.1 and flag.request("cancelled"))

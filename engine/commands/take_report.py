@@ -107,6 +107,8 @@ def pace(take) -> str | None:
         return None
     waited = pc.get("waited_s") or 0.0  # the clip waiting for the body (pace eq. 2)
     wait = f"; the clip waited {waited:.1f} s in all for a body behind it (at its turns and stops)" if waited >= 0.05 else ""
+    ran_on = pc.get("ran_on_s") or 0.0  # a clip on its own clock played to its end (takes before 2026-12-07: none)
+    wait += f"; the take ran on {ran_on:.1f} s so that its clips played to their ends" if ran_on >= 0.05 else ""
     if not pc["strength"]:
         return "the recorded pace throughout (governor off)" + wait
     return (f"reference at {pc['final_rate']:.2f}x its recorded pace by the end (lowest {pc['min_rate']:.2f}x, "

@@ -33,6 +33,11 @@ class Controller:
     def advance_pace(self, sim) -> None:
         """Called every physics step, whether or not it decides (the tracker's pace governor)."""
 
+    def take_steps(self, sim) -> int:
+        """How many physics steps the take runs, as it stands at the simulation's step: the
+        plan's (the tracker's runs on while a clip its pace held back has not played to its end)."""
+        return self.plan.total_steps
+
     def reference_now(self, sim):
         """(q, qdot, qddot) of the reference at the simulation's step as this controller plays
         it: the plan's own timing unless the controller changes it (the pace governor)."""

@@ -24,10 +24,13 @@ multiplies the rate, follows (time constant SYNC_TAU_S)
 so the clip plays at half pace while the body is where the clip was, clearly, a moment ago
 (half of the fatigue governor's pace: the two together may play a tired clip below FLOOR for
 the moments it waits).
-Only a clip asked for longer than it lasts, and so looped, waits (MotionPlan's Segment.repeats):
-a take of a clip at its own length, or played once, keeps the clip's clock, since a take's
-length is fixed and waiting would cut the clip's end off it (a kick 1.9 s long waited 0.15-0.57
-s on three draws).
+No clip loses its end by waiting or tiring: a clip on its own clock (at its own length, or
+played once) that the pace held back runs on at its segment's end until it has played its
+last frame, the clips after it and the take's end moving on as much (TrackingController's
+take_steps, MotionPlan.delay; the report says how long the take ran on). A looped clip
+(Segment.repeats) ends on the take's clock, after fewer loops. (Before the take could run on,
+only looped clips waited: a kick 1.9 s long waited 0.15-0.57 s on three draws, up to a third
+of it cut off.)
 Measured on a turn in place (the Mixamo fixture: walk a metre, turn 180 deg, walk back): the
 body reaches the apex too fast, turns ~0.3 s late and leaves the turn 0.4-0.6 m behind the
 clip, a lag the balance planner's path term makes up only by the next turn; a clip that

@@ -267,6 +267,11 @@ class CyclicClip:
             qacc = loop_accelerations(self.cycle, qvel)
         self.q, self.qvel, self.qacc = q, qvel, qacc
         self.frames = F
+        from .grounding import stance_frames
+
+        # frames where a foot of the clip is planted: where its playback may wait for the body
+        # (engine.control.pace eq. 2: a step can be held back, a flight or a handspring cannot)
+        self.supported = stance_frames(space, q, self.cycle, PHYSICS_HZ)[1].any(axis=1)
         self.seconds = F * (1.0 / PHYSICS_HZ)
         self._powers = [Planar()]
         self._placed: dict[tuple[int, Planar], Planar] = {}
@@ -323,9 +328,9 @@ class Segment:
     phase: int  # clip frame played at `start`
     place: Planar  # where the clip's root is put
     label: str
-    # the clip asked for longer than it lasts and looped: its timing is free (engine.control.pace
-    # eq. 2 may make it wait); a clip played once or at its own length keeps its clock, so its
-    # end is not cut off the take
+    # the clip asked for longer than it lasts and looped: the segment ends on the take's clock
+    # (fewer loops where the pace held it back); otherwise it ends on the clip's own clock, once
+    # the clip has played to its end (MotionPlan.delay: the take runs on)
     repeats: bool = False
 
 
@@ -355,7 +360,20 @@ class MotionPlan:
                 seg.phase, seg.place = self._continue(clip, self._sample_segment(self.segments[-1], start)[0])
             self.segments.append(seg)
             start += steps
-        self.total_steps = start
+        self.total_steps = self.asked_steps = start
+
+    def segment_end(self, i: int) -> int:
+        """The physics step at which segment i ends (the next one starts, or the take ends)."""
+        return self.segments[i + 1].start if i + 1 < len(self.segments) else self.total_steps
+
+    def delay(self, i: int, steps: int) -> None:
+        """Start segment i and those after it `steps` later, and end the take as much later:
+        the clip before it was held back by the pace (engine.control.pace) and has not yet
+        played to its end. Changes the plan in place, as rebase does (snapshots of the take's
+        tracker keep the segments' starts and the plan's length)."""
+        for seg in self.segments[i:]:
+            seg.start += steps
+        self.total_steps += steps
 
     def _continue(self, clip: CyclicClip, q_prev: np.ndarray) -> tuple[int, Planar]:
         """The phase of `clip` that best continues pose q_prev, and the turn and shift that put
@@ -392,6 +410,14 @@ class MotionPlan:
         qa, va, aa = seg.clip.sample(max(k, 0), seg.place)
         qb, vb, ab = seg.clip.sample(max(k + 1, 0), seg.place)
         return self.space.interp(qa, qb, w), (1 - w) * va + w * vb, (1 - w) * aa + w * ab
+
+    def supported(self, step: int, lag: float = 0.0) -> bool:
+        """Whether the clip played at `step`, `lag` steps behind the take's clock, has a foot
+        planted there (CyclicClip.supported; a clip played once holds its last frame)."""
+        seg = self.segments[self.segment_index(step)]
+        k = max(int(np.floor(seg.phase + step - seg.start - lag)), 0)
+        clip = seg.clip
+        return bool(clip.supported[min(k, clip.frames - 1) if clip.once else k % clip.frames])
 
     def segment_index(self, step: int) -> int:
         for i in range(len(self.segments) - 1, -1, -1):

@@ -49,7 +49,7 @@ from ..transforms import cross
 from .controller import Controller
 from .coordination import CoordinationWeights, Coordinator, MomentArms
 from .pace import SYNC_EVERY, SYNC_GAIN_M, SYNC_WINDOW_S, SYNC_YAW_M, Pace, heading, sync_rate
-from .plan import MotionPlan
+from .plan import PHYSICS_HZ, MotionPlan
 
 G = 9.81
 FRICTION = 0.8  # friction coefficient the plan assumes (MuJoCo's ground has 1)
@@ -208,18 +208,20 @@ class TrackingController(Controller):
         rollout (engine.control.balance) needs to continue the take from here."""
         return dict(warm=None if self._warm is None else self._warm.copy(),
                     active=None if self._active is None else self._active.copy(),
-                    pace=copy.deepcopy(self.pace), paced_to=self._paced_to,
-                    segments=[(seg.phase, seg.place) for seg in self.plan.segments])
+                    pace=copy.deepcopy(self.pace), paced_to=self._paced_to, total_steps=self.plan.total_steps,
+                    segments=[(seg.phase, seg.place, seg.start) for seg in self.plan.segments])
 
     def report(self) -> dict:
-        return dict(ground_force_gap_N=self.ground_gap_N(), pace=self.pace.summary())
+        ran_on = (self.plan.total_steps - self.plan.asked_steps) / PHYSICS_HZ
+        return dict(ground_force_gap_N=self.ground_gap_N(), pace=dict(self.pace.summary(), ran_on_s=round(ran_on, 3)))
 
     def restore(self, snap: dict) -> None:
         self._warm = None if snap["warm"] is None else snap["warm"].copy()
         self._active = None if snap["active"] is None else snap["active"].copy()
         self.pace, self._paced_to = copy.deepcopy(snap["pace"]), snap["paced_to"]
-        for seg, (phase, place) in zip(self.plan.segments, snap["segments"]):
-            seg.phase, seg.place = phase, place
+        for seg, (phase, place, start) in zip(self.plan.segments, snap["segments"]):
+            seg.phase, seg.place, seg.start = phase, place, start
+        self.plan.total_steps = snap["total_steps"]
         self._segments_changed += 1
 
     # ---- pieces -----------------------------------------------------------------------
@@ -248,16 +250,37 @@ class TrackingController(Controller):
         if self._paced_to > sim.steps:
             return
         if self.params.sync and self._paced_to == sim.steps and sim.steps % SYNC_EVERY == 0:
-            repeats = self.plan.segments[self.plan.segment_index(sim.steps)].repeats
-            self.pace.sync_target = sync_rate(self._sync_gaps(sim)) if repeats else 1.0
+            supported = self.plan.supported(sim.steps, self.pace.lag)  # a flight does not wait
+            self.pace.sync_target = sync_rate(self._sync_gaps(sim)) if supported else 1.0
         legs = self._leg_muscles
         mf_legs = float(np.add.reduce(sim.fatigue.MF[legs]) / len(legs))  # their mean (np.mean's sum and division)
         while self._paced_to <= sim.steps:
+            self._run_on(self._paced_to)
             i = self.plan.segment_index(self._paced_to)
             if self.pace.update(mf_legs, i):  # a new clip continues from where the last one got to
                 self.plan.rebase(i, self.pace.prev_lag)
                 self._segments_changed += 1
             self._paced_to += 1
+
+    def take_steps(self, sim) -> int:
+        """The take's length in steps as the pace has played it up to the simulation's step
+        (the pace brought up to it first: a clip held back has not yet played to its end)."""
+        self.advance_pace(sim)
+        return self.plan.total_steps
+
+    def _run_on(self, step: int) -> None:
+        """At the step where the current segment ends, a clip on its own clock (not looped:
+        Segment.repeats) that the pace held back and has not played to its end gets the steps
+        it lacks: the segments after it, and the take's end, move on (MotionPlan.delay). A
+        looped clip ends on the take's clock, after fewer loops."""
+        j = self.pace.segment
+        seg = self.plan.segments[j]
+        if seg.repeats or step != self.plan.segment_end(j):
+            return
+        left = seg.steps - (step - seg.start - self.pace.lag)  # the clip's steps not yet played
+        if left > 0.5:
+            self.plan.delay(j + 1, int(math.ceil(left - 0.5)))
+            self._segments_changed += 1
 
     def _sync_gaps(self, sim) -> list[float]:
         """The body root's distance (m, the heading error at SYNC_YAW_M a radian) from the
