@@ -156,12 +156,39 @@ def test_dagger_config_is_checked(tmp_path):
     p.write_text('base = "%s"\n[dagger]\nsmooth = -1.0\n' % (REPO / "training/configs/walk.toml"))
     with pytest.raises(ParameterError, match="dagger.smooth"):
         load_config(p, WALK.parent)
+    p.write_text('base = "%s"\n[dagger]\ndropout = 1.0\n' % (REPO / "training/configs/walk.toml"))
+    with pytest.raises(ParameterError, match="dagger.dropout"):
+        load_config(p, WALK.parent)
     p.write_text('base = "%s"\n[dagger]\nexpert = "oracle"\n' % (REPO / "training/configs/stand.toml"))
     with pytest.raises(ParameterError, match="dagger.expert"):
         load_config(p, WALK.parent)
     p.write_text('base = "%s"\naction = "activation"\n' % (REPO / "training/configs/tiny.toml"))
     with pytest.raises(ParameterError, match="action.*dagger"):
         load_config(p, WALK.parent)
+
+
+def test_dropout_acts_in_the_fit_only_and_the_export_is_the_evaluated_network():
+    """A VAE built with dropout: in training mode two passes differ (units are dropped); in
+    evaluation mode it is the deterministic network the numpy evaluator reads from its export
+    (engine.control.policy.mlp / moe), to float32 round-off."""
+    import torch
+
+    from engine.control.policy import moe, mlp
+    from training.networks import VAE
+
+    torch.manual_seed(0)
+    net = VAE(12, 5, 4, 3, [16, 16], [16, 16], 2, [8], dropout=0.5)
+    x = torch.randn(7, 15)
+    net.train()
+    assert not torch.allclose(net.policy(x), net.policy(x))
+    net.eval()
+    with torch.no_grad():
+        want_policy, want_prior = net.policy(x).numpy(), net.prior(x[:, :12]).numpy()
+    e = net.export()
+    layers = lambda prefix, n: [(e[f"{prefix}.{i}.W"], e[f"{prefix}.{i}.b"]) for i in range(n)]
+    got = moe(layers("policy.gate", 2), layers("policy.expert", 3), x.numpy().astype(np.float64))
+    np.testing.assert_allclose(got, want_policy, atol=1e-5)
+    np.testing.assert_allclose(mlp(layers("prior", 3), x[:, :12].numpy().astype(np.float64)), want_prior, atol=1e-5)
 
 
 def test_tiny_dagger_train_export_policy_take(tmp_path, rig):

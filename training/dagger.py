@@ -425,7 +425,9 @@ class DaggerTrainer:
 
     # ---- the fit ----------------------------------------------------------------------------------
     def _normalise(self) -> None:
-        """State and target statistics from the first round's labels."""
+        """State and target statistics from every label so far (each round's fit is new
+        networks on all of them; statistics kept from the first round's labels alone put the
+        learner's later states up to 80 standard deviations out)."""
         m = self.model
         for key in ("state", "target"):
             x = np.array(self.data[key], np.float64)
@@ -441,7 +443,8 @@ class DaggerTrainer:
         posterior) unless `latent_noise` says otherwise (a study of the fit: research/fit_study.py)."""
         m, cfg, d = self.model, self.cfg, self.d
         torch.manual_seed(cfg.seed + 1000 * self.round)
-        m.vae = VAE(m.S, m.T, m.A, cfg.latent_dim, cfg.vae_hidden, cfg.policy_hidden, cfg.experts, cfg.gate_hidden)
+        m.vae = VAE(m.S, m.T, m.A, cfg.latent_dim, cfg.vae_hidden, cfg.policy_hidden, cfg.experts, cfg.gate_hidden,
+                    dropout=d.dropout)
         opt = torch.optim.RAdam(m.vae.parameters(), lr=d.lr)
         X = (torch.as_tensor(np.array(self.data["state"])) - m.state_mean) / m.state_std
         T = (torch.as_tensor(np.array(self.data["target"])) - m.target_mean) / m.target_std
@@ -472,6 +475,7 @@ class DaggerTrainer:
                 losses.append(loss.item())
                 errs.append(err.item())
                 torques.append(torque.item() if arms is not None else np.nan)
+        m.vae.eval()  # every unit from here on (label_error; the export's numpy has no dropout)
         return float(np.mean(losses)), float(np.sqrt(np.mean(errs))), float(TORQUE_UNIT * np.sqrt(np.mean(torques)))
 
     def label_error(self, idx) -> float:
@@ -544,8 +548,7 @@ class DaggerTrainer:
                              "shorten fall_margin_seconds")
         new = range(n0, len(self.data["label"]))
         new_err = self.label_error(new) if self.round > 0 and len(new) else float("nan")
-        if self.round == 0:
-            self._normalise()
+        self._normalise()
         loss, err, torque = self.fit()
         fit_seconds = time.perf_counter() - t_fit
         # the policy alone from the start, unperturbed and perturbed: the round's figure, the

@@ -18,11 +18,18 @@ def _init(W: torch.Tensor, b: torch.Tensor, fan_in: int, gain: float = 1.0) -> N
         b.uniform_(-bound, bound)
 
 
-class MLP(nn.Module):
-    """in -> hidden... (ELU) -> out (linear). `last_gain` scales the last layer's initial weights."""
+def _drop(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    return torch.nn.functional.dropout(x, p, training) if p > 0 and training else x
 
-    def __init__(self, n_in: int, hidden: list[int], n_out: int, last_gain: float = 1.0):
+
+class MLP(nn.Module):
+    """in -> hidden... (ELU) -> out (linear). `last_gain` scales the last layer's initial weights;
+    `dropout` zeroes that fraction of each hidden layer's units while training (inverted dropout:
+    the evaluation, and the numpy export, use every unit as they are)."""
+
+    def __init__(self, n_in: int, hidden: list[int], n_out: int, last_gain: float = 1.0, dropout: float = 0.0):
         super().__init__()
+        self.dropout = float(dropout)
         sizes = [n_in, *hidden, n_out]
         self.W = nn.ParameterList()
         self.b = nn.ParameterList()
@@ -38,7 +45,7 @@ class MLP(nn.Module):
         for i in range(n):
             x = x @ self.W[i] + self.b[i]
             if i < n - 1:
-                x = torch.nn.functional.elu(x)
+                x = _drop(torch.nn.functional.elu(x), self.dropout, self.training)
         return x
 
     def export(self, prefix: str) -> dict:
@@ -51,8 +58,9 @@ class MoEPolicy(nn.Module):
     experts; each expert layer's weights are blended with them (per sample)."""
 
     def __init__(self, n_in: int, hidden: list[int], n_out: int, experts: int, gate_hidden: list[int],
-                 last_gain: float = 0.1):
+                 last_gain: float = 0.1, dropout: float = 0.0):
         super().__init__()
+        self.dropout = float(dropout)
         self.gate = MLP(n_in, gate_hidden, experts)
         sizes = [n_in, *hidden, n_out]
         self.W = nn.ParameterList()
@@ -72,7 +80,7 @@ class MoEPolicy(nn.Module):
             y = torch.einsum("...i,eio->...eo", h, self.W[i]) + self.b[i]
             h = torch.einsum("...e,...eo->...o", g, y)
             if i < n - 1:
-                h = torch.nn.functional.elu(h)
+                h = _drop(torch.nn.functional.elu(h), self.dropout, self.training)
         return h
 
     def export(self, prefix: str) -> dict:
@@ -86,11 +94,11 @@ class VAE(nn.Module):
     """Prior mu_p(s), posterior offset mu_q(s, s~') (eq. 38-40) and the MoE policy (eq. 42)."""
 
     def __init__(self, S: int, T: int, M: int, latent: int, hidden: list[int], policy_hidden: list[int],
-                 experts: int, gate_hidden: list[int]):
+                 experts: int, gate_hidden: list[int], dropout: float = 0.0):
         super().__init__()
-        self.prior = MLP(S, hidden, latent)
-        self.posterior = MLP(S + T, hidden, latent, last_gain=0.1)
-        self.policy = MoEPolicy(S + latent, policy_hidden, M, experts, gate_hidden)
+        self.prior = MLP(S, hidden, latent, dropout=dropout)
+        self.posterior = MLP(S + T, hidden, latent, last_gain=0.1, dropout=dropout)
+        self.policy = MoEPolicy(S + latent, policy_hidden, M, experts, gate_hidden, dropout=dropout)
 
     def export(self) -> dict:
         return {**self.prior.export("prior"), **self.posterior.export("posterior"), **self.policy.export("policy")}
