@@ -138,6 +138,17 @@ def test_an_offset_run_labels_fits_exports_and_plays(tmp_path, rig):
     assert out.returncode == 0, out.stderr
     s = json.loads(out.stdout.strip().splitlines()[-1])
     assert s["rounds"] == 1 and s["labels"] == 2 * 2 and "RMS offset error" in out.stderr + out.stdout
+    import csv
+
+    with open(run / "log.csv", newline="") as f:
+        row = list(csv.DictReader(f))[-1]
+    # four worlds (two clips, fresh and at fatigue scale 50), in order; two episodes and two
+    # evaluations a round took the first two: each world's labels and time stood, "-" untried
+    assert row["labels_by_world"] == "2 2 0 0"
+    by_world = row["eval_stood_by_world_s"].split()
+    assert by_world[2:] == ["-", "-"] and float(row["eval_stood_s"]) == pytest.approx(
+        np.mean([float(v) for v in by_world[:2]]), abs=0.01)
+    assert f"by world: {row['eval_stood_by_world_s']} s; new labels 2 2 0 0" in out.stderr
     with np.load(run / "labels.npz") as f:
         assert f["state"].shape == (4, state_size(rig.num_bodies) + 10) and f["label"].shape == (4, 20)
         assert 0 < np.abs(f["label"]).max() < 1.0  # rad: the planner's offsets, a few degrees

@@ -81,7 +81,8 @@ PLOT = "learning_curve.png"
 TORQUE_UNIT = 10.0  # N m: the joint-torque error's unit in the fit (config dagger.torque_weight)
 LOG_COLUMNS = ["round", "labels", "seconds", "beta", "episodes_stood_s", "new_label_err", "fit_loss", "force_err_f0",
                "torque_err_nm", "eval_stood_s", "eval_min_s", "eval_seconds", "eval_error_deg",
-               "label_seconds", "fit_seconds"]  # a round's wall time playing and labelling episodes, fitting
+               "label_seconds", "fit_seconds",  # a round's wall time playing and labelling episodes, fitting
+               "eval_stood_by_world_s", "labels_by_world"]  # an offset run's worlds (clip x fatigue scale), in order
 
 
 def doomed_starts_dropped(starts: list, fell_step: int, every: int, margin_s: float = 1.0) -> list:
@@ -559,6 +560,11 @@ class DaggerTrainer:
                                  **({"world": k % n} if self.cfg.action == "offset" else {}))
                             for k in range(d.eval_starts)])
         eval_stood = float(np.mean([t for t, _ in evals]))
+        worlds = self.cfg.action == "offset" and n > 1  # each world's own figures (the mean hides a world that fails)
+        stood_in = lambda w: [t for k, (t, _) in enumerate(evals) if k % n == w]
+        by_world = " ".join(f"{np.mean(stood_in(w)):.2f}" if stood_in(w) else "-" for w in range(n))
+        tags = np.array(self.data["episode"][n0:], np.int32).reshape(-1, 2)
+        got = np.bincount(tags[:, 1] % n, minlength=n) if len(tags) else np.zeros(n, int)
         self.round += 1
         self.seconds += time.perf_counter() - t_start
         row = dict(round=self.round, labels=len(self.data["label"]), seconds=round(self.seconds, 1),
@@ -568,7 +574,8 @@ class DaggerTrainer:
                    eval_stood_s=round(eval_stood, 2),
                    eval_min_s=round(min(t for t, _ in evals), 2), eval_seconds=d.eval_seconds,
                    eval_error_deg=round(float(np.mean([e for _, e in evals])), 2),
-                   label_seconds=round(t_fit - t_start, 1), fit_seconds=round(fit_seconds, 1))
+                   label_seconds=round(t_fit - t_start, 1), fit_seconds=round(fit_seconds, 1),
+                   eval_stood_by_world_s=by_world if worlds else "", labels_by_world=" ".join(map(str, got)) if worlds else "")
         self.last = row
         if eval_stood >= self.best.get("eval_stood_s", -1.0):
             self.best = dict(round=self.round, eval_stood_s=row["eval_stood_s"],
@@ -594,8 +601,10 @@ class DaggerTrainer:
 
     def _round_line(self, total: int) -> str:
         r, b = self.last, self.best
+        worlds = f" (by world: {r['eval_stood_by_world_s']} s; new labels {r['labels_by_world']})" \
+            if r.get("eval_stood_by_world_s") else ""
         return (f"DAgger round {r['round']}/{total}: {r['labels']} labels; the policy alone stood {r['eval_stood_s']} s "
-                f"of {r['eval_seconds']} (best {b.get('eval_stood_s')} s, round {b.get('round')}); "
+                f"of {r['eval_seconds']}{worlds} (best {b.get('eval_stood_s')} s, round {b.get('round')}); "
                 f"{r['seconds']:.0f} s so far ({r['label_seconds']:.0f} s labelling, {r['fit_seconds']:.0f} s fitting "
                 "this round)")
 
