@@ -112,6 +112,9 @@ class SINEW_OT_simulate(_ArmatureOp, bpy.types.Operator):
             bpy.ops.ed.undo_push(message="Before Sinew bake")
         with all_or_nothing(arm):  # a bake that fails midway takes back what it made
             info = bake.bake_take(context, arm, job.take, prepare.frame_start_for(context, s), rt=job.retargeter)
+        # the whole take plays, as the batch script's does (a take may be longer than the scene:
+        # asked so, or run on while a clip waited for the body)
+        context.scene.frame_end = max(context.scene.frame_end, info["frame_end"])
         msg, warns = take_notes.bake_message(job.take, info)
         s.last_report = msg
         self.report({"WARNING"} if warns else {"INFO"}, msg)

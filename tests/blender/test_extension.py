@@ -285,6 +285,11 @@ def test_one_retargeter_a_run(sinew, fresh, monkeypatch):
     assert not arm.sinew.retargeted  # the bake builds the display too
     assert bpy.ops.sinew.simulate() == {"FINISHED"}, s.last_report
     assert len(built) == 1 and arm.sinew.retargeted
+    assert scene.frame_end == 20  # a take inside the scene's range leaves it
+    s.seconds = 1.0  # a take longer than the scene: the range grows so that all of it plays
+    assert bpy.ops.sinew.simulate() == {"FINISHED"}, s.last_report
+    frames = json.loads(arm.animation_data.action["sinew_take"])["frames"]
+    assert frames > 20 and scene.frame_end == scene.frame_start + frames - 1
 
 
 def test_render_active_muscle_redder(sinew, fresh, tmp_path):
