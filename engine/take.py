@@ -493,7 +493,7 @@ def _frame_recorder(p: _Prepared, fps: int):
 
     rig, plan, sim, reference = p.rig, p.plan, p.sim, p.ctrl.reference_now  # the reference as played
 
-    frame_step = lambda k: int(np.round(k * (1.0 / fps) * 120))  # output frame k's physics step
+    frame_step = lambda k: round(k * (1.0 / fps) * 120)  # output frame k's physics step (np.round's half-even)
     upcoming = [1]  # the next frame's number: the steps come in order, and a take may run on
     # past its plan (Controller.take_steps), so the frames are not listed up front
 

@@ -560,11 +560,7 @@ class DaggerTrainer:
                                  **({"world": k % n} if self.cfg.action == "offset" else {}))
                             for k in range(d.eval_starts)])
         eval_stood = float(np.mean([t for t, _ in evals]))
-        worlds = self.cfg.action == "offset" and n > 1  # each world's own figures (the mean hides a world that fails)
-        stood_in = lambda w: [t for k, (t, _) in enumerate(evals) if k % n == w]
-        by_world = " ".join(f"{np.mean(stood_in(w)):.2f}" if stood_in(w) else "-" for w in range(n))
-        tags = np.array(self.data["episode"][n0:], np.int32).reshape(-1, 2)
-        got = np.bincount(tags[:, 1] % n, minlength=n) if len(tags) else np.zeros(n, int)
+        stood_by_world, labels_by_world = self._by_world(evals, n0) if self.cfg.action == "offset" and n > 1 else ("", "")
         self.round += 1
         self.seconds += time.perf_counter() - t_start
         row = dict(round=self.round, labels=len(self.data["label"]), seconds=round(self.seconds, 1),
@@ -575,13 +571,24 @@ class DaggerTrainer:
                    eval_min_s=round(min(t for t, _ in evals), 2), eval_seconds=d.eval_seconds,
                    eval_error_deg=round(float(np.mean([e for _, e in evals])), 2),
                    label_seconds=round(t_fit - t_start, 1), fit_seconds=round(fit_seconds, 1),
-                   eval_stood_by_world_s=by_world if worlds else "", labels_by_world=" ".join(map(str, got)) if worlds else "")
+                   eval_stood_by_world_s=stood_by_world, labels_by_world=labels_by_world)
         self.last = row
         if eval_stood >= self.best.get("eval_stood_s", -1.0):
             self.best = dict(round=self.round, eval_stood_s=row["eval_stood_s"],
                              vae={k: v.clone() for k, v in self.model.vae.state_dict().items()})
         self._log(row)
         return row
+
+    def _by_world(self, evals: list, n0: int) -> tuple[str, str]:
+        """An offset run's round figures for each world, in order (the mean hides a world that
+        fails): the mean seconds its evaluations stood ("-" where none played it) and the labels
+        its episodes gave from label n0 on. Episode and evaluation k play world k % len(worlds),
+        as `step` deals them."""
+        n = len(self.worlds)
+        stood = [[t for k, (t, _) in enumerate(evals) if k % n == w] for w in range(n)]
+        episodes = np.array(self.data["episode"][n0:], np.int32).reshape(-1, 2)[:, 1]
+        return (" ".join(f"{np.mean(t):.2f}" if t else "-" for t in stood),
+                " ".join(map(str, np.bincount(episodes % n, minlength=n))))
 
     def train(self, rounds: int | None = None, stop=None) -> dict:
         """Run rounds up to `rounds` (the config's by default); `stop` (engine.interrupt.StopFlag)
