@@ -25,7 +25,12 @@ def action_reference(context, arm, frame_start: int, frame_end: int, keep_calibr
     if frame_end <= frame_start:
         raise ParameterError("clip", f"the action's frame range {frame_start}..{frame_end} is empty")
     motion = action_motion(arm, rt.skeleton, frame_start, frame_end, scene_fps(context.scene))
-    return rt.to_model(motion, source=f"action {arm.animation_data.action.name}", keep_calibration=keep_calibration)
+    ref = rt.to_model(motion, source=f"action {arm.animation_data.action.name}", keep_calibration=keep_calibration)
+    if ref.meta.get("levelled_feet"):  # its feet rest turned from its soles (engine.motion.soles): the bake maps
+        from .retarget import keep_pose  # back through the levelled pose, this run's and any later one
+
+        keep_pose(arm, rt)
+    return ref
 
 
 def split_hold(src: str) -> tuple[str, float | None]:

@@ -11,7 +11,7 @@ from .engine.errors import ParameterError
 from .model import load_model, meshes_path
 from .scene import scene_fps
 
-POSE_KEY = "sinew_source_pose"  # the pose an armature that does not rest standing is aligned on
+POSE_KEY = "sinew_source_pose"  # the pose an armature is aligned on where its rest pose does not stand or its feet rest turned
 
 
 def retargeter(arm, mapping: dict | None = None):
@@ -62,8 +62,13 @@ def _aligned_retargeter(arm, skel, mp):
         start, end = (int(round(f)) for f in ad.action.frame_range)
         motion = action_motion(arm, skel, start, max(end, start + 1), scene_fps(bpy.context.scene))
         rt = Retargeter.build(load_model(), skel, preset="map", mapping=mp, exact=True, motion=motion)
-        arm[POSE_KEY] = json.dumps(rt.pose.meta())
+        keep_pose(arm, rt)
         return rt
+
+
+def keep_pose(arm, rt) -> None:
+    """Keep the pose `rt` aligns on, on the armature (read back by `retargeter`)."""
+    arm[POSE_KEY] = json.dumps(rt.pose.meta())
 
 
 def check_editable(arm) -> None:

@@ -394,6 +394,38 @@ def bone_aligned(m: SourceMotion, twist_seed: int = 0) -> SourceMotion:
     return SourceMotion(new, rot, ground, m.frame_time, local)
 
 
+def rolled_bones(m: SourceMotion, rolls: dict[str, float]) -> SourceMotion:
+    """The same motion on a skeleton whose named bones' frames are turned, each by `rolls`
+    degrees about its rest heel -> toe line along the floor (its first child's offset, made
+    level), as a capture whose foot bones rest turned from how the soles meet the floor
+    writes it (the CMU captures' feet: ~25 deg, mirrored). World positions are the
+    original's, every other bone's frame too; the zero rotations now stand the feet on
+    their edges."""
+    skel = m.skeleton
+    W0, _ = skel.rest_pose()
+    rot = m.rotations.copy()
+    offsets = skel.offsets.copy()
+    local = None if m.local_translations is None else m.local_translations.copy()
+    ends = dict(skel.end_sites)
+    for name, deg in rolls.items():
+        j = skel.index(name)
+        kids = skel.children(j)
+        fwd = quat_rotate(W0[j], skel.offsets[kids[0]] if kids else ends[j])  # in the world at rest
+        fwd[2] = 0.0
+        axis = quat_rotate(quat_conjugate(W0[j]), fwd / np.linalg.norm(fwd))  # in the bone's frame
+        Q = axis_angle_to_quat(np.radians(deg) * axis)
+        rot[:, j] = quat_multiply(rot[:, j], Q)  # the bone's frame turned by Q ...
+        for c in kids:  # ... its children's world frames and heads kept
+            rot[:, c] = quat_multiply(quat_conjugate(Q), rot[:, c])
+            offsets[c] = quat_rotate(quat_conjugate(Q), offsets[c])
+            if local is not None:
+                local[:, c] = quat_rotate(quat_conjugate(Q), local[:, c])
+        if j in ends:
+            ends[j] = quat_rotate(quat_conjugate(Q), ends[j])
+    new = SourceSkeleton(list(skel.names), skel.parents, offsets, skel.rest_rotations, ends)
+    return SourceMotion(new, rot, m.root_translation, m.frame_time, local)
+
+
 def retime(m: SourceMotion, tempo: float) -> SourceMotion:
     """The same frames played `tempo` times as fast (a slower or brisker performance of the
     same steps: cadence and speed scale by tempo, stride length stays)."""

@@ -616,3 +616,89 @@ def test_a_file_written_z_up_is_found_and_read_standing(rig, tmp_path, clip):
                                                                       "TalusL": "Character1_LeftFoot"}) < 0.3
     ref2, _, _ = retarget_file(clip, rig)  # a Y-up file stays Y up
     assert ref2.meta["up_axis"] == "y (found)"
+
+
+def _soles(rig, ref) -> list[tuple[float, float]]:
+    """Each foot's (roll, tilt) in degrees over its planted frames with heel and toes down
+    (engine.motion.soles): the median roll about the sole's length, and the angle of the
+    frames' mean up, seen from the foot, from the rest's."""
+    from engine.motion import soles
+    from engine.motion.reference import planted
+    from engine.transforms import matrix_to_quat
+
+    bi = rig.body_index
+    _, stance = planted(foot_tracks(rig, ref.body_rot, ref.body_pos), ref.fps)
+    out = []
+    for i, side in enumerate("RL"):
+        b = bi(f"Talus{side}")
+        down = stance[:, i] & soles.heel_and_toes_down(rig, ref.body_rot[:-1], ref.body_pos[:-1], side)
+        G = matrix_to_quat(ref.body_rot[:-1][down, b] @ rig.body_rest_rot[b].T)  # the joint frame's
+        axis = rig.joint_pos[[bi(f"FootThumb{side}"), bi(f"FootPinky{side}")]].mean(0) - rig.joint_pos[b]
+        axis[2] = 0.0
+        roll, _, up = soles.stance_roll(G, axis)
+        out.append((roll, float(np.degrees(np.arccos(np.clip(up[2], -1, 1))))))
+    return out
+
+
+def _body_turn_deg(ref0, ref1, b: int) -> np.ndarray:
+    """Per frame, the angle (deg) between two references' world rotations of body b."""
+    R = np.einsum("fji,fjk->fik", ref0.body_rot[:, b], ref1.body_rot[:, b])
+    return np.degrees(np.arccos(np.clip((np.trace(R, axis1=1, axis2=2) - 1) / 2, -1, 1)))
+
+
+@needs_mass
+def test_feet_whose_bones_rest_turned_stand_flat_on_their_planted_soles(rig, walk, walk_ref, monkeypatch):
+    """Some captures' foot bones rest turned about the foot's length from how the soles meet
+    the floor (the CMU captures': ~25 deg, mirrored), which stood every step of theirs on the
+    outer edges of the model's feet. A planted sole stands flat: where both feet's planted
+    frames agree on such a roll, the retarget turns the feet's alignment by it
+    (engine.motion.soles). The bundled walk so turned comes back as the original within a few
+    degrees, and maps back onto its own skeleton exactly; one foot turned alone is motion (a
+    foot on its edge), kept as it is."""
+    from engine.motion import soles
+
+    ref0, rt0 = walk_ref
+    assert not ref0.meta["levelled_feet"]
+    foot = {s: rt0.mapping[f"Talus{s}"] for s in "RL"}
+    turned = clips.rolled_bones(walk, {foot["R"]: 25.0, foot["L"]: -25.0})
+    ref1, rt1 = retarget(turned, rig)
+    levelled = ref1.meta["levelled_feet"]
+    assert set(levelled) == {"TalusR", "TalusL"}, levelled
+    assert all(20.0 < abs(d) < 30.0 for d in levelled.values()) and levelled["TalusR"] * levelled["TalusL"] < 0
+    # flat, its feet are the original's turned by the small tilt the original's own planted
+    # soles had (2-4 deg, measured on its own planted frames), the same in every frame
+    assert max(abs(roll) for roll, _ in _soles(rig, ref1)) < 3.0
+    tilt0 = dict(zip("RL", (tilt for _, tilt in _soles(rig, ref0))))
+    for body in ("TalusR", "TalusL", "FootThumbR", "FootPinkyL"):
+        off = _body_turn_deg(ref0, ref1, rig.body_index(body))
+        assert off.mean() < tilt0[body[-1]] + 2.0 and off.std() < 0.5, (body, off.mean(), off.std(), tilt0)
+    assert np.abs(ref1.root_pos - ref0.root_pos).max() < 0.01
+    # back onto the turned skeleton: its foot bones' world rotations as the clip's (the
+    # recorded pose carries the turn, so a reference alone maps back as well)
+    back = retarget_back(ref1, turned.skeleton, rig, original=turned)
+    Wb, Wt = back.fk()[0], turned.fk()[0]
+    for s in "RL":
+        j = turned.skeleton.index(foot[s])
+        assert _angle_deg(Wb[:, j], Wt[:, j]).max() < 1.0
+    # not levelled, the turned feet are 25 deg off (the transform bites)
+    monkeypatch.setattr(soles, "ROLL_MIN_DEG", 90.0)
+    ref2, _ = retarget(turned, rig)
+    assert not ref2.meta["levelled_feet"]
+    assert _body_turn_deg(ref0, ref2, rig.body_index("TalusR")).mean() > 20.0
+    monkeypatch.undo()
+    # one foot on its edge is the clip's motion
+    ref3, _ = retarget(clips.rolled_bones(walk, {foot["R"]: 25.0}), rig)
+    assert not ref3.meta["levelled_feet"]
+
+
+def test_the_cmu_captures_stand_on_their_soles(rig):
+    """The CMU walk's and run's planted soles stood 25-33 deg on their outer edges (mirrored
+    left and right); levelled, they are flat within a few degrees. MASS's and the Mixamo
+    fixture's feet are left as they are."""
+    for name in ("cmu_07_01_walk.bvh", "cmu_009_09_01.bvh"):
+        ref, _ = retarget(read_bvh(clips.MOCAP_DIR / name), rig)
+        levelled = ref.meta["levelled_feet"]
+        assert set(levelled) == {"TalusR", "TalusL"} and levelled["TalusR"] * levelled["TalusL"] < 0, (name, levelled)
+        assert max(abs(roll) for roll, _ in _soles(rig, ref)) < 3.0, name
+    fixture, _ = retarget(read_bvh(clips.MOCAP_DIR / "mixamo_test_freebvh.bvh"), rig)
+    assert not fixture.meta["levelled_feet"]

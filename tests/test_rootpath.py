@@ -68,10 +68,21 @@ def test_an_in_place_copy_walks_the_path_of_its_original(rig, name):
         assert length(b) == pytest.approx(length(a), rel=0.15)
     assert np.linalg.norm(a[n - 1] - b[n - 1]) < 0.3
     # the joints are the original's, and so is the height (the floor is found from the feet's
-    # stance frames, which the rebuilt path's own foot skate changes a little: within 6 mm)
+    # stance frames, which the rebuilt path's own foot skate changes a little: within 6 mm; the
+    # CMU walk's levelled soles meet the floor heel and toes at once, so which corner is lowest
+    # changes with the frames counted: within 12 mm)
     if "jittery" not in name:
-        assert np.allclose(orig.root_pos[:n, 2], copy.root_pos[:n, 2], atol=6e-3)
-        assert np.allclose(orig.q[:n, 3:], copy.q[:n, 3:], atol=1e-9)
+        assert np.allclose(orig.root_pos[:n, 2], copy.root_pos[:n, 2], atol=12e-3 if orig.meta["levelled_feet"] else 6e-3)
+        # (feet levelled each on its own planted frames, and the legs swivelled for those feet's
+        # ankle twist: alike within 0.5 deg)
+        legs = [b for b, body in enumerate(rig.body_names)
+                if body.startswith(("Femur", "Tibia", "Talus", "FootThumb", "FootPinky"))] if orig.meta["levelled_feet"] else []
+        others = np.concatenate([np.arange(rig.q_start[b], rig.q_start[b + 1]) for b in range(1, rig.num_bodies)
+                                 if b not in legs])
+        assert np.allclose(orig.q[:n, others], copy.q[:n, others], atol=1e-9)
+        if legs:
+            R = np.einsum("fbji,fbjk->fbik", orig.body_rot[:n, legs], copy.body_rot[:n, legs])
+            assert np.degrees(np.arccos(np.clip((np.trace(R, axis1=2, axis2=3) - 1) / 2, -1, 1))).max() < 0.5
     assert "in place" in rootpath.describe(rp) and rootpath.describe(orig.meta["root_path"]) == ""
 
 

@@ -49,10 +49,12 @@ from .checks import check_reference
 from .cleanup import repair_held, repair_spikes
 from .limits import within_range
 from .presets import resolve_mapping
-from .reference import Reference, foot_tracks, motion_metrics
+from . import soles
+from .reference import Reference, foot_tracks, motion_metrics, planted
 from .rootpath import rebuilt_root
 from .skeleton import SourceMotion, SourceSkeleton
 from .standing import SourcePose, source_pose
+from .swivel import swivel_legs
 
 REFERENCE_FPS = 120.0
 TWIST_TRUST_DEG = 15.0  # a rest pose's limb twist is kept unless the clip's hinges say it is off by more
@@ -483,8 +485,51 @@ class Retargeter:
         if abs(motion.fps - fps) > 1e-6 * fps:
             motion = motion.resample(fps)
         W, hips = self.source_fk(motion)
-        G, off = self.model_rotations(W)
+        frames = self._model_frames(W, hips, fps, ground)
+        if self._level_feet(frames[0], *frames[6:9], fps, grounded=ground):  # the source pose's feet turned: again
+            frames = self._model_frames(W, hips, fps, ground)
+        G, off, local, limited, swivelled, root, body_rot, body_pos, tracks, root_path, offset = frames
         rig = self.rig
+        if progress:
+            progress(0.3)
+        ref = build_reference(rig, root, local, body_rot, body_pos, fps, with_muscles=with_muscles,
+                              tracks=tracks, progress=(lambda f: progress(0.3 + 0.6 * f)) if progress else None)
+        hinges = [b for b in range(rig.num_bodies) if rig.joint_type[b] == HINGE and self.source_of[b] >= 0]
+        off_deg = {rig.body_names[b]: dict(mean=round(float(np.degrees(off[:, b].mean())), 3),
+                                           max=round(float(np.degrees(off[:, b].max())), 3))
+                   for b in hinges}
+        ref.meta.update(
+            source=str(source),
+            mapping=dict(self.mapping),
+            preset=self.preset,
+            scale=float(self.scale),
+            scale_basis="leg length (hip-knee-ankle)",
+            heading_deg=round(float(np.degrees(2 * np.arctan2(self.heading[3], self.heading[0]))), 4),
+            ground_offset_m=float(offset),
+            source_fps=round(float(source_fps), 6),
+            calibration=cal.meta(skipped=not keep_calibration),
+            source_pose=self.pose.meta(),
+            levelled_feet={rig.body_names[b]: round(float(self.pose.rolled[int(self.turn_of[b])]), 1)
+                           for b in map(rig.body_index, _FEET) if int(self.turn_of[b]) in (self.pose.rolled or {})},
+            repaired=repaired,
+            root_path=root_path,
+            limited=limited,
+            swivelled=swivelled,
+            hinge_off_axis_deg=off_deg,
+            retarget_seconds=round(time.perf_counter() - t0, 3),
+        )
+        ref.meta["checks"] = inside + check_reference(rig, ref)  # raises for a root no body can move
+        return ref
+
+    def _model_frames(self, W: np.ndarray, hips: np.ndarray, fps: float, ground: bool) -> tuple:
+        """The model's frames for the source's world bone rotations W (F, J, 4) and pelvis heads
+        (F, 3): world joint rotations G and hinge off-axis angles, local rotations inside the
+        joints' ranges and what was moved, the legs swivelled (engine.motion.swivel), the
+        root, the bodies (rotations, positions), the feet's tracks, the root's path rebuilt
+        (an "in place" export) and the ground offset (0 without `ground`)."""
+        rig = self.rig
+        G, off = self.model_rotations(W)
+        G, swivelled = swivel_legs(rig, G)
         local = np.empty_like(G)
         local[:, 0] = G[:, 0]
         par = rig.body_parent[1:]
@@ -507,33 +552,43 @@ class Retargeter:
             root = root + [0.0, 0.0, offset]
             body_pos = body_pos + [0.0, 0.0, offset]
             tracks = [(low + [0.0, 0.0, offset], nxt + [0.0, 0.0, offset]) for low, nxt in tracks]
-        if progress:
-            progress(0.3)
-        ref = build_reference(rig, root, local, body_rot, body_pos, fps, with_muscles=with_muscles,
-                              tracks=tracks, progress=(lambda f: progress(0.3 + 0.6 * f)) if progress else None)
-        hinges = [b for b in range(rig.num_bodies) if rig.joint_type[b] == HINGE and self.source_of[b] >= 0]
-        off_deg = {rig.body_names[b]: dict(mean=round(float(np.degrees(off[:, b].mean())), 3),
-                                           max=round(float(np.degrees(off[:, b].max())), 3))
-                   for b in hinges}
-        ref.meta.update(
-            source=str(source),
-            mapping=dict(self.mapping),
-            preset=self.preset,
-            scale=float(self.scale),
-            scale_basis="leg length (hip-knee-ankle)",
-            heading_deg=round(float(np.degrees(2 * np.arctan2(self.heading[3], self.heading[0]))), 4),
-            ground_offset_m=float(offset),
-            source_fps=round(float(source_fps), 6),
-            calibration=cal.meta(skipped=not keep_calibration),
-            source_pose=self.pose.meta(),
-            repaired=repaired,
-            root_path=root_path,
-            limited=limited,
-            hinge_off_axis_deg=off_deg,
-            retarget_seconds=round(time.perf_counter() - t0, 3),
-        )
-        ref.meta["checks"] = inside + check_reference(rig, ref)  # raises for a root no body can move
-        return ref
+        return G, off, local, limited, swivelled, root, body_rot, body_pos, tracks, root_path, offset
+
+    def _level_feet(self, G: np.ndarray, body_rot: np.ndarray, body_pos: np.ndarray, tracks, fps: float,
+                    grounded: bool = True) -> bool:
+        """Turn the source pose's feet whose planted soles stand turned about the foot's length
+        (engine.motion.soles), judged on the frames where the foot is planted with its heel
+        and toes down, from the model's world joint rotations G (F, B, 4), its bodies and the
+        feet's tracks; True where one was turned (the frames must then be made again)."""
+        rig, bi = self.rig, self.rig.body_index
+        if not grounded:  # heights above the floor
+            up = [0.0, 0.0, ground_offset(tracks, fps)]
+            tracks = [(low + up, nxt + up) for low, nxt in tracks]
+            body_pos = body_pos + up
+        _, stance = planted(tracks, fps)  # (F-1, 2): right, left
+        feet = {}
+        for i, side in enumerate("RL"):
+            b = bi(f"Talus{side}")
+            frames = np.flatnonzero(stance[:, i] & soles.heel_and_toes_down(rig, body_rot[:-1], body_pos[:-1], side))
+            if self.source_of[b] < 0 or not len(frames):
+                return False
+            axis = rig.joint_pos[[bi(f"FootThumb{side}"), bi(f"FootPinky{side}")]].mean(0) - rig.joint_pos[b]
+            axis[2] = 0.0  # the sole's length: the rest foot's heel -> toes line along the floor
+            feet[b] = (axis, *soles.stance_roll(G[frames, b], axis), len(frames))
+        if not soles.needs_levelling([(f[1], f[2], f[4]) for f in feet.values()], fps):
+            return False
+        Fq, Fc = self.heading, quat_conjugate(self.heading)
+        pose = self.pose
+        for b, (axis, roll, _, up, _) in feet.items():
+            # G_b C, C the least turn that stands the planted sole flat, is the source pose's
+            # foot turned by T = F^-1 A_b C^-1 A_b^-1 F in the source's world (G_b = F W W0^-1 F^-1 A_b)
+            C = soles.levelling(up)
+            A = self.align[b]
+            T = quat_multiply(quat_multiply(Fc, A), quat_multiply(quat_conjugate(C), quat_multiply(quat_conjugate(A), Fq)))
+            pose = pose.with_foot_turned(self.skeleton, int(self.turn_of[b]), quat_normalize(T), roll)
+        changed = pose is not self.pose
+        self.pose = pose
+        return changed
 
     # ---- model -> source -------------------------------------------------------------------
     def to_source(self, root_pos: np.ndarray, local_rot: np.ndarray, frame_time: float,

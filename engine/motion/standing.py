@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ParameterError
-from ..transforms import quat_conjugate, quat_rotate
+from ..transforms import quat_conjugate, quat_multiply, quat_rotate
 from .skeleton import SourceMotion, SourceSkeleton
 
 UPRIGHT_DEG = 35.0  # legs and trunk of a standing rest pose, from vertical at most
@@ -56,13 +56,15 @@ class SourcePose:
     frame: int | None = None
     feet: dict | None = None
     bends: dict | None = None  # {bone: (3,) unit bend-plane normal in the bone's own frame}
+    rolled: dict | None = None  # {foot bone: deg} feet turned about their length to stand flat (level_feet)
 
     def meta(self) -> dict | None:
         """What a reference records to rebuild this pose (None: the rest pose as it is)."""
-        if self.frame is None and not self.bends:
+        if self.frame is None and not self.bends and not self.rolled:
             return None
         return dict(frame=None if self.frame is None else int(self.frame), feet={str(k): int(v) for k, v in (self.feet or {}).items()},
                     bends={str(k): np.round(v, 10).tolist() for k, v in (self.bends or {}).items()},
+                    rolled={str(k): round(float(v), 3) for k, v in (self.rolled or {}).items()},
                     rotations=np.round(self.rot, 10).tolist(), positions=np.round(self.pos, 10).tolist())
 
     @classmethod
@@ -72,7 +74,19 @@ class SourcePose:
             raise ParameterError("source_pose", f"recorded for {len(rot)} bones, the skeleton has {skeleton.num_bones}")
         frame = meta.get("frame")
         return cls(rot, pos, None if frame is None else int(frame), {int(k): int(v) for k, v in meta.get("feet", {}).items()},
-                   {int(k): np.asarray(v, float) for k, v in meta.get("bends", {}).items()})
+                   {int(k): np.asarray(v, float) for k, v in meta.get("bends", {}).items()},
+                   {int(k): float(v) for k, v in meta.get("rolled", {}).items()})
+
+    def with_foot_turned(self, skeleton: SourceSkeleton, foot: int, turn: np.ndarray, deg: float) -> "SourcePose":
+        """This pose with source bone `foot` and every bone below it turned by the world
+        rotation `turn` (4,) about the foot's head, recorded in `rolled` as `deg`."""
+        rot, pos = self.rot.copy(), self.pos.copy()
+        for b in _subtree(skeleton, foot):
+            rot[b] = quat_multiply(turn, rot[b])
+            pos[b] = pos[foot] + quat_rotate(turn, pos[b] - pos[foot])
+        rolled = dict(self.rolled or {})
+        rolled[int(foot)] = rolled.get(int(foot), 0.0) + float(deg)
+        return SourcePose(rot, pos, self.frame, self.feet, self.bends, rolled)
 
 
 def _angle_deg(u: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -122,3 +122,41 @@ def test_a_daz_skeleton_with_twist_bones_in_its_limbs_maps_simulates_and_bakes(s
             else bones[bend].rotation_euler.to_quaternion()
         assert np.allclose(np.abs(rest[0]), 1.0, atol=1e-6), (twist, rest)
         assert abs(bent[0]) < 0.9999, bend
+
+
+def test_feet_that_rest_turned_stand_flat_and_bake_back_as_the_capture_holds_them(sinew, fresh, tmp_path):
+    """A capture whose foot bones rest turned 25 deg about their length from its soles (as the
+    CMU captures' do; tests/clips.py rolled_bones), imported with Blender's BVH importer: the
+    take stands on flat soles, the levelled pose is kept on the armature, and the bake maps
+    the feet back as the capture holds them (not 25 deg off them, as the rest pose would)."""
+    from ..clips import rolled_bones
+    from bl_ext.user_default.sinew.engine.motion import read_bvh, write_bvh
+
+    path = tmp_path / "walk_feet_turned.bvh"
+    write_bvh(path, rolled_bones(read_bvh(WALK), {"Character1_RightFoot": 25.0, "Character1_LeftFoot": -25.0}))
+    arm = _imported(path)
+    scene = bpy.context.scene
+    frames = range(scene.frame_start, scene.frame_start + int(0.5 * scene.render.fps))
+
+    def feet():
+        out = []
+        for f in frames:
+            scene.frame_set(f)
+            out.append([np.array((arm.matrix_world @ arm.pose.bones[f"Character1_{s}Foot"].matrix).to_3x3())
+                        for s in ("Right", "Left")])
+        return np.array(out)  # (F, 2, 3, 3)
+
+    captured = feet()
+    s = scene.sinew
+    s.armature = arm
+    s.clip_source, s.length_mode, s.seconds, s.fatigue_scale = "ACTION", "SECONDS", 0.5, 0.0
+    assert bpy.ops.sinew.simulate() == {"FINISHED"}, s.last_report
+    assert not json.loads(arm.animation_data.action["sinew_take"])["summary"]["fell"]
+    pose = json.loads(arm[sub(sinew, "retarget").POSE_KEY])
+    assert len(pose["rolled"]) == 2 and all(20.0 < abs(d) < 30.0 for d in pose["rolled"].values()), pose["rolled"]
+    assert sub(sinew, "retarget").retargeter(arm).pose.rolled == {int(k): v for k, v in pose["rolled"].items()}
+    baked = feet()
+    turn = np.einsum("fsji,fsjk->fsik", captured, baked)
+    off = np.degrees(np.arccos(np.clip((np.trace(turn, axis1=2, axis2=3) - 1) / 2, -1, 1)))
+    assert off[0].max() < 1.0, off[0]  # the take starts in the clip's pose: back as the capture's (25 deg off unlevelled)
+    assert off.mean() < 15.0, off.mean(axis=0)  # then the take's own foot error (the feet track worst of all joints)

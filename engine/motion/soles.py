@@ -1,0 +1,100 @@
+"""Feet that stand flat: a clip's planted soles levelled about the foot's length.
+
+The retarget maps each source bone's rotation relative to a pose in which the model's soles are
+flat (engine.motion.standing): a skeleton whose rest pose stands is taken to stand on flat
+soles. Most do. Some do not: the CMU captures' foot bones rest turned ~25 deg about their
+length from how the subject's soles met the floor (both feet, mirrored, in the walk and the
+run alike), so every step of theirs put the model on the outer edge of its feet, which it
+cannot stand on: the ankle then fights the floor, and the take's balance with it.
+
+A planted foot with its heel and toes down (engine.motion.reference.planted, and both ends of
+it on the floor: not a foot raised onto its toes or pointed) stands on its sole. So where
+both feet's planted frames agree (within ROLL_SPREAD_DEG of their median) on soles turned
+by ROLL_MIN_DEG or more about the foot's length, outwards or inwards alike (mirrored, as a
+skeleton's rest pose is), the source pose's feet are turned so that those frames stand
+flat on average (SourcePose.with_foot_turned; the least turn, which leaves where the toes
+point): every frame of the clip alike, so the motion is kept and only the feet's alignment
+changes. One foot on its edge is motion (a dancer's, a stumble), and is kept.
+Measured on the clips at hand (the median roll of the planted frames): the CMU walk -26 / 24
+deg (right / left), the CMU run -24 / 24; MASS's eight clips and the Mixamo fixture within
+9 deg on both feet at once (one foot of MASS's one-leg balance and of its pirouette 18,
+held down on its edge while the other stands).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..transforms import axis_angle_to_quat, quat_conjugate, quat_rotate
+from .reference import STANCE_HEIGHT_M, foot_points
+
+ROLL_MIN_DEG = 12.0  # a planted sole turned less than this about the foot's length is left
+ROLL_SPREAD_DEG = 8.0  # the planted frames agree: mean distance of their rolls from the median, at most
+MIN_PLANTED_S = 0.04  # s of planted frames (heel and toes down) each foot needs to be judged on
+
+_UP = np.array([0.0, 0.0, 1.0])
+
+
+def stance_roll(G: np.ndarray, axis: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """(roll, spread, up) of a foot's planted frames. G (n, 4): the foot's joint-frame world
+    rotations in those frames (the frame is world-aligned at rest, where the sole is flat);
+    axis (3,): the sole's length (heel -> toes, along the floor at rest) in that frame. Each
+    frame's roll (deg) is the turn about axis, right-handed, that takes the sole's up at rest
+    to the world's up seen from the foot, both taken across the foot's length (its pitch, a
+    heel strike or a push off, is not roll); roll is their median, spread their mean
+    distance from it (deg); up (3,) the frames' mean world up seen from the foot (unit)."""
+    u = quat_rotate(quat_conjugate(G), _UP)  # the world's up in the foot's frame, (n, 3)
+    a = axis / np.linalg.norm(axis)
+    p0 = _UP - (_UP @ a) * a  # the rest's up across the foot's length
+    pu = u - (u @ a)[:, None] * a
+    rolls = np.degrees(np.arctan2(np.cross(p0, pu) @ a, pu @ p0))
+    roll = float(np.median(rolls))
+    up = u.mean(0)
+    return roll, float(np.abs(rolls - roll).mean()), up / np.linalg.norm(up)
+
+
+def levelling(up: np.ndarray) -> np.ndarray:
+    """The turn C (4,) of the foot's frame, the least one, that stands a foot whose planted
+    frames see the world's up as `up` flat: C takes the rest's up to `up` (so the foot's
+    world rotation times C sees the world's up as the rest does); it does not turn the
+    foot about the vertical."""
+    axis = np.cross(_UP, up)
+    s = np.linalg.norm(axis)
+    if s < 1e-12:
+        return np.array([1.0, 0.0, 0.0, 0.0])
+    return axis_angle_to_quat(axis / s * np.arctan2(s, float(_UP @ up)))
+
+
+def heel_and_toes_down(rig, body_rot: np.ndarray, body_pos: np.ndarray, side: str) -> np.ndarray:
+    """(F,) whether both ends of the foot (side "R" or "L") touch the floor: the lowest corner
+    of the talus box's heel half and of the toe boxes within STANCE_HEIGHT_M of it. A foot on
+    its toes, pointed or raised onto them, has its heel up; one on its edge has both ends down."""
+    bi = rig.body_index
+    talus, toes = bi(f"Talus{side}"), [bi(f"FootThumb{side}"), bi(f"FootPinky{side}")]
+    signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
+    corners = 0.5 * signs * rig.body_size[talus]  # in the talus box's frame
+    forward = rig.body_rest_rot[talus].T @ (rig.joint_pos[toes].mean(0) - rig.body_rest_pos[talus])
+    heel = corners[corners @ forward < 0]
+    heel_z = np.einsum("fj,kj->fk", body_rot[:, talus, 2], heel) + body_pos[:, talus, 2:3]
+    toe_z = foot_points(rig, body_rot, body_pos, side, toes)[..., 2]
+    return (heel_z.min(-1) < STANCE_HEIGHT_M) & (toe_z.min(-1) < STANCE_HEIGHT_M)
+
+
+def needs_levelling(feet, fps: float) -> bool:
+    """Whether the two feet's planted soles, feet [(roll, spread, frames)] for the right and
+    the left foot (stance_roll and how many frames it was judged on), show a skeleton's feet
+    turned, not a motion (the module doc): both rolled by ROLL_MIN_DEG or more, outwards
+    or inwards alike (a roll about the foot's forward length mirrors into the opposite
+    sign), each agreed on by its frames (spread within ROLL_SPREAD_DEG) over MIN_PLANTED_S."""
+    (r1, s1, n1), (r2, s2, n2) = feet
+    return (min(n1, n2) >= MIN_PLANTED_S * fps and max(s1, s2) <= ROLL_SPREAD_DEG
+            and min(abs(r1), abs(r2)) >= ROLL_MIN_DEG and r1 * r2 < 0)
+
+
+def describe(levelled: dict | None) -> str:
+    """One line on the feet levelled: levelled {model foot body ("TalusR"): deg}."""
+    if not levelled:
+        return ""
+    side = {"R": "right", "L": "left"}
+    parts = [f"{side.get(name[-1], name)} {abs(float(deg)):.0f} deg" for name, deg in levelled.items()]
+    return ("planted soles stood turned about the foot's length from the skeleton's rest pose (" + ", ".join(parts)
+            + "): its feet levelled")
