@@ -394,13 +394,13 @@ def bone_aligned(m: SourceMotion, twist_seed: int = 0) -> SourceMotion:
     return SourceMotion(new, rot, ground, m.frame_time, local)
 
 
-def rolled_bones(m: SourceMotion, rolls: dict[str, float]) -> SourceMotion:
+def rolled_bones(m: SourceMotion, rolls: dict[str, float], axes: dict[str, np.ndarray] | None = None) -> SourceMotion:
     """The same motion on a skeleton whose named bones' frames are turned, each by `rolls`
-    degrees about its rest heel -> toe line along the floor (its first child's offset, made
-    level), as a capture whose foot bones rest turned from how the soles meet the floor
-    writes it (the CMU captures' feet: ~25 deg, mirrored). World positions are the
-    original's, every other bone's frame too; the zero rotations now stand the feet on
-    their edges."""
+    degrees about `axes` (a direction in the rest pose's world; default: the bone's first
+    child's offset at rest, made level), as a capture whose foot bones rest turned from how
+    the soles meet the floor writes it (the CMU captures' feet: ~25 deg, mirrored). World
+    positions are the original's, every other bone's frame too; the zero rotations now
+    stand the feet on their edges."""
     skel = m.skeleton
     W0, _ = skel.rest_pose()
     rot = m.rotations.copy()
@@ -410,8 +410,11 @@ def rolled_bones(m: SourceMotion, rolls: dict[str, float]) -> SourceMotion:
     for name, deg in rolls.items():
         j = skel.index(name)
         kids = skel.children(j)
-        fwd = quat_rotate(W0[j], skel.offsets[kids[0]] if kids else ends[j])  # in the world at rest
-        fwd[2] = 0.0
+        if axes and name in axes:
+            fwd = np.asarray(axes[name], float).copy()
+        else:
+            fwd = quat_rotate(W0[j], skel.offsets[kids[0]] if kids else ends[j])  # in the world at rest
+            fwd[2] = 0.0
         axis = quat_rotate(quat_conjugate(W0[j]), fwd / np.linalg.norm(fwd))  # in the bone's frame
         Q = axis_angle_to_quat(np.radians(deg) * axis)
         rot[:, j] = quat_multiply(rot[:, j], Q)  # the bone's frame turned by Q ...

@@ -619,9 +619,8 @@ def test_a_file_written_z_up_is_found_and_read_standing(rig, tmp_path, clip):
 
 
 def _soles(rig, ref) -> list[tuple[float, float]]:
-    """Each foot's (roll, tilt) in degrees over its planted frames with heel and toes down
-    (engine.motion.soles): the median roll about the sole's length, and the angle of the
-    frames' mean up, seen from the foot, from the rest's."""
+    """Each foot's (roll, spread) in degrees over its planted frames with heel and toes down
+    (engine.motion.soles.stance_roll)."""
     from engine.motion import soles
     from engine.motion.reference import planted
     from engine.transforms import matrix_to_quat
@@ -635,8 +634,7 @@ def _soles(rig, ref) -> list[tuple[float, float]]:
         G = matrix_to_quat(ref.body_rot[:-1][down, b] @ rig.body_rest_rot[b].T)  # the joint frame's
         axis = rig.joint_pos[[bi(f"FootThumb{side}"), bi(f"FootPinky{side}")]].mean(0) - rig.joint_pos[b]
         axis[2] = 0.0
-        roll, _, up = soles.stance_roll(G, axis)
-        out.append((roll, float(np.degrees(np.arccos(np.clip(up[2], -1, 1))))))
+        out.append(soles.stance_roll(G, axis))
     return out
 
 
@@ -660,18 +658,24 @@ def test_feet_whose_bones_rest_turned_stand_flat_on_their_planted_soles(rig, wal
     ref0, rt0 = walk_ref
     assert not ref0.meta["levelled_feet"]
     foot = {s: rt0.mapping[f"Talus{s}"] for s in "RL"}
-    turned = clips.rolled_bones(walk, {foot["R"]: 25.0, foot["L"]: -25.0})
+    bi, J = rig.body_index, rig.joint_pos
+    sole = {}  # each sole's length (heel -> toes along the floor) in the source's rest world
+    for s in "RL":
+        d = J[[bi(f"FootThumb{s}"), bi(f"FootPinky{s}")]].mean(0) - J[bi(f"Talus{s}")]
+        d[2] = 0.0
+        sole[foot[s]] = quat_rotate(quat_conjugate(rt0.heading), d)
+    turned = clips.rolled_bones(walk, {foot["R"]: 25.0, foot["L"]: -25.0}, sole)
     ref1, rt1 = retarget(turned, rig)
     levelled = ref1.meta["levelled_feet"]
     assert set(levelled) == {"TalusR", "TalusL"}, levelled
     assert all(20.0 < abs(d) < 30.0 for d in levelled.values()) and levelled["TalusR"] * levelled["TalusL"] < 0
-    # flat, its feet are the original's turned by the small tilt the original's own planted
-    # soles had (2-4 deg, measured on its own planted frames), the same in every frame
-    assert max(abs(roll) for roll, _ in _soles(rig, ref1)) < 3.0
-    tilt0 = dict(zip("RL", (tilt for _, tilt in _soles(rig, ref0))))
+    # flat, its feet are the original's turned by the small roll the original's own planted
+    # soles had (2-4 deg), the same in every frame
+    assert max(abs(roll) for roll, _ in _soles(rig, ref1)) < 5.0
+    roll0 = dict(zip("RL", (abs(roll) for roll, _ in _soles(rig, ref0))))
     for body in ("TalusR", "TalusL", "FootThumbR", "FootPinkyL"):
         off = _body_turn_deg(ref0, ref1, rig.body_index(body))
-        assert off.mean() < tilt0[body[-1]] + 2.0 and off.std() < 0.5, (body, off.mean(), off.std(), tilt0)
+        assert off.mean() < roll0[body[-1]] + 1.0 and off.std() < 0.5, (body, off.mean(), off.std(), roll0)
     assert np.abs(ref1.root_pos - ref0.root_pos).max() < 0.01
     # back onto the turned skeleton: its foot bones' world rotations as the clip's (the
     # recorded pose carries the turn, so a reference alone maps back as well)
@@ -691,14 +695,15 @@ def test_feet_whose_bones_rest_turned_stand_flat_on_their_planted_soles(rig, wal
     assert not ref3.meta["levelled_feet"]
 
 
-def test_the_cmu_captures_stand_on_their_soles(rig):
-    """The CMU walk's and run's planted soles stood 25-33 deg on their outer edges (mirrored
-    left and right); levelled, they are flat within a few degrees. MASS's and the Mixamo
-    fixture's feet are left as they are."""
-    for name in ("cmu_07_01_walk.bvh", "cmu_009_09_01.bvh"):
-        ref, _ = retarget(read_bvh(clips.MOCAP_DIR / name), rig)
-        levelled = ref.meta["levelled_feet"]
-        assert set(levelled) == {"TalusR", "TalusL"} and levelled["TalusR"] * levelled["TalusL"] < 0, (name, levelled)
-        assert max(abs(roll) for roll, _ in _soles(rig, ref)) < 3.0, name
+def test_the_cmu_walk_stands_on_its_soles(rig):
+    """The CMU walk's planted soles stood 23-24 deg on their outer edges (mirrored left and
+    right); levelled, they are flat within a few degrees. The Mixamo fixture's feet are left
+    as they are. (The CMU run's feet rest as turned, but it lands on its forefoot: none of its
+    frames has heel and toes down together to level them on, and it is left as it is.)"""
+    ref, _ = retarget(read_bvh(clips.MOCAP_DIR / "cmu_07_01_walk.bvh"), rig)
+    levelled = ref.meta["levelled_feet"]
+    assert set(levelled) == {"TalusR", "TalusL"} and levelled["TalusR"] * levelled["TalusL"] < 0, levelled
+    assert all(20.0 < abs(d) < 30.0 for d in levelled.values())
+    assert max(abs(roll) for roll, _ in _soles(rig, ref)) < 5.0
     fixture, _ = retarget(read_bvh(clips.MOCAP_DIR / "mixamo_test_freebvh.bvh"), rig)
     assert not fixture.meta["levelled_feet"]

@@ -35,6 +35,7 @@ import numpy as np
 from ..errors import ParameterError
 from ..kinematics import BALL, FREE, HINGE, MusclePaths
 from ..transforms import (
+    axis_angle_to_quat,
     matrix_to_quat,
     quat_angle,
     quat_conjugate,
@@ -556,10 +557,10 @@ class Retargeter:
 
     def _level_feet(self, G: np.ndarray, body_rot: np.ndarray, body_pos: np.ndarray, tracks, fps: float,
                     grounded: bool = True) -> bool:
-        """Turn the source pose's feet whose planted soles stand turned about the foot's length
+        """Turn the source pose's feet whose planted soles stand turned about the sole's length
         (engine.motion.soles), judged on the frames where the foot is planted with its heel
         and toes down, from the model's world joint rotations G (F, B, 4), its bodies and the
-        feet's tracks; True where one was turned (the frames must then be made again)."""
+        feet's tracks; True where they were turned (the frames must then be made again)."""
         rig, bi = self.rig, self.rig.body_index
         if not grounded:  # heights above the floor
             up = [0.0, 0.0, ground_offset(tracks, fps)]
@@ -575,20 +576,19 @@ class Retargeter:
             axis = rig.joint_pos[[bi(f"FootThumb{side}"), bi(f"FootPinky{side}")]].mean(0) - rig.joint_pos[b]
             axis[2] = 0.0  # the sole's length: the rest foot's heel -> toes line along the floor
             feet[b] = (axis, *soles.stance_roll(G[frames, b], axis), len(frames))
-        if not soles.needs_levelling([(f[1], f[2], f[4]) for f in feet.values()], fps):
+        if not soles.needs_levelling([f[1:] for f in feet.values()], fps):
             return False
         Fq, Fc = self.heading, quat_conjugate(self.heading)
         pose = self.pose
-        for b, (axis, roll, _, up, _) in feet.items():
-            # G_b C, C the least turn that stands the planted sole flat, is the source pose's
-            # foot turned by T = F^-1 A_b C^-1 A_b^-1 F in the source's world (G_b = F W W0^-1 F^-1 A_b)
-            C = soles.levelling(up)
+        for b, (axis, roll, _, _) in feet.items():
+            # G_b C, C the roll about the sole's length, is the source pose's foot turned by
+            # T = F^-1 A_b C^-1 A_b^-1 F in the source's world (G_b = F W W0^-1 F^-1 A_b)
+            C = axis_angle_to_quat(np.radians(roll) * axis / np.linalg.norm(axis))
             A = self.align[b]
             T = quat_multiply(quat_multiply(Fc, A), quat_multiply(quat_conjugate(C), quat_multiply(quat_conjugate(A), Fq)))
-            pose = pose.with_foot_turned(self.skeleton, int(self.turn_of[b]), quat_normalize(T), roll)
-        changed = pose is not self.pose
+            pose = pose.with_foot_turned(int(self.turn_of[b]), quat_normalize(T), roll)
         self.pose = pose
-        return changed
+        return True
 
     # ---- model -> source -------------------------------------------------------------------
     def to_source(self, root_pos: np.ndarray, local_rot: np.ndarray, frame_time: float,

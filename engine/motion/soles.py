@@ -10,11 +10,12 @@ cannot stand on: the ankle then fights the floor, and the take's balance with it
 A planted foot with its heel and toes down (engine.motion.reference.planted, and both ends of
 it on the floor: not a foot raised onto its toes or pointed) stands on its sole. So where
 both feet's planted frames agree (within ROLL_SPREAD_DEG of their median) on soles turned
-by ROLL_MIN_DEG or more about the foot's length, outwards or inwards alike (mirrored, as a
-skeleton's rest pose is), the source pose's feet are turned so that those frames stand
-flat on average (SourcePose.with_foot_turned; the least turn, which leaves where the toes
-point): every frame of the clip alike, so the motion is kept and only the feet's alignment
-changes. One foot on its edge is motion (a dancer's, a stumble), and is kept.
+by ROLL_MIN_DEG or more about the sole's length, outwards or inwards alike (mirrored, as a
+skeleton's rest pose is), the source pose's feet are turned back about it by as much
+(SourcePose.with_foot_turned): every frame of the clip alike, so the motion is kept and only
+the feet's alignment changes. Only the roll is levelled: a planted foot's pitch is motion (a
+heel strike, a push off, a run landing on its forefoot), which the clip keeps. One foot on
+its edge is motion too (a dancer's, a stumble), and is kept.
 Measured on the clips at hand (the median roll of the planted frames): the CMU walk -26 / 24
 deg (right / left), the CMU run -24 / 24; MASS's eight clips and the Mixamo fixture within
 9 deg on both feet at once (one foot of MASS's one-leg balance and of its pirouette 18,
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..transforms import axis_angle_to_quat, quat_conjugate, quat_rotate
+from ..transforms import quat_conjugate, quat_rotate
 from .reference import STANCE_HEIGHT_M, foot_points
 
 ROLL_MIN_DEG = 12.0  # a planted sole turned less than this about the foot's length is left
@@ -34,34 +35,21 @@ MIN_PLANTED_S = 0.04  # s of planted frames (heel and toes down) each foot needs
 _UP = np.array([0.0, 0.0, 1.0])
 
 
-def stance_roll(G: np.ndarray, axis: np.ndarray) -> tuple[float, float, np.ndarray]:
-    """(roll, spread, up) of a foot's planted frames. G (n, 4): the foot's joint-frame world
-    rotations in those frames (the frame is world-aligned at rest, where the sole is flat);
-    axis (3,): the sole's length (heel -> toes, along the floor at rest) in that frame. Each
-    frame's roll (deg) is the turn about axis, right-handed, that takes the sole's up at rest
+def stance_roll(G: np.ndarray, axis: np.ndarray) -> tuple[float, float]:
+    """(roll, spread) in degrees of a foot's planted frames. G (n, 4): the foot's joint-frame
+    world rotations in those frames (the frame is world-aligned at rest, where the sole is
+    flat); axis (3,): the sole's length (heel -> toes, along the floor at rest) in that frame.
+    Each frame's roll is the turn about axis, right-handed, that takes the sole's up at rest
     to the world's up seen from the foot, both taken across the foot's length (its pitch, a
     heel strike or a push off, is not roll); roll is their median, spread their mean
-    distance from it (deg); up (3,) the frames' mean world up seen from the foot (unit)."""
+    distance from it."""
     u = quat_rotate(quat_conjugate(G), _UP)  # the world's up in the foot's frame, (n, 3)
     a = axis / np.linalg.norm(axis)
     p0 = _UP - (_UP @ a) * a  # the rest's up across the foot's length
     pu = u - (u @ a)[:, None] * a
     rolls = np.degrees(np.arctan2(np.cross(p0, pu) @ a, pu @ p0))
     roll = float(np.median(rolls))
-    up = u.mean(0)
-    return roll, float(np.abs(rolls - roll).mean()), up / np.linalg.norm(up)
-
-
-def levelling(up: np.ndarray) -> np.ndarray:
-    """The turn C (4,) of the foot's frame, the least one, that stands a foot whose planted
-    frames see the world's up as `up` flat: C takes the rest's up to `up` (so the foot's
-    world rotation times C sees the world's up as the rest does); it does not turn the
-    foot about the vertical."""
-    axis = np.cross(_UP, up)
-    s = np.linalg.norm(axis)
-    if s < 1e-12:
-        return np.array([1.0, 0.0, 0.0, 0.0])
-    return axis_angle_to_quat(axis / s * np.arctan2(s, float(_UP @ up)))
+    return roll, float(np.abs(rolls - roll).mean())
 
 
 def heel_and_toes_down(rig, body_rot: np.ndarray, body_pos: np.ndarray, side: str) -> np.ndarray:

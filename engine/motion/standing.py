@@ -77,16 +77,15 @@ class SourcePose:
                    {int(k): np.asarray(v, float) for k, v in meta.get("bends", {}).items()},
                    {int(k): float(v) for k, v in meta.get("rolled", {}).items()})
 
-    def with_foot_turned(self, skeleton: SourceSkeleton, foot: int, turn: np.ndarray, deg: float) -> "SourcePose":
-        """This pose with source bone `foot` and every bone below it turned by the world
-        rotation `turn` (4,) about the foot's head, recorded in `rolled` as `deg`."""
-        rot, pos = self.rot.copy(), self.pos.copy()
-        for b in _subtree(skeleton, foot):
-            rot[b] = quat_multiply(turn, rot[b])
-            pos[b] = pos[foot] + quat_rotate(turn, pos[b] - pos[foot])
+    def with_foot_turned(self, foot: int, turn: np.ndarray, deg: float) -> "SourcePose":
+        """This pose with source bone `foot` turned by the world rotation `turn` (4,), recorded
+        in `rolled` as `deg`. Only the bone itself: the bones below it keep their own frames
+        (a toe's turn about the foot's length is not the toe hinge's to take either way)."""
+        rot = self.rot.copy()
+        rot[foot] = quat_multiply(turn, rot[foot])
         rolled = dict(self.rolled or {})
         rolled[int(foot)] = rolled.get(int(foot), 0.0) + float(deg)
-        return SourcePose(rot, pos, self.frame, self.feet, self.bends, rolled)
+        return SourcePose(rot, self.pos, self.frame, self.feet, self.bends, rolled)
 
 
 def _angle_deg(u: np.ndarray, v: np.ndarray) -> np.ndarray:
