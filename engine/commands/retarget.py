@@ -40,7 +40,7 @@ ForeArmR/L, HandR/L ("" unmaps a body).
 def _summary_lines(ref, out: Path | None) -> list[str]:
     from ..motion.calibration import describe
     from ..motion.checks import summary_lines
-    from ..motion import limits, soles, swivel
+    from ..motion import limits, soles
     from ..motion.cleanup import describe as repaired
     from ..motion.rootpath import describe as root_path
 
@@ -67,8 +67,6 @@ def _summary_lines(ref, out: Path | None) -> list[str]:
                      "stand (joint axes along the bones); each foot on its flattest stance frame")
     if m.get("levelled_feet"):
         lines.append(f"feet        {soles.describe(m['levelled_feet'])}")
-    if m.get("swivelled"):
-        lines.append(f"legs        {swivel.describe(m['swivelled'])}")
     if m.get("limited"):
         lines.append(f"limited     {limits.describe(m['limited'])}")
     if m.get("repaired"):

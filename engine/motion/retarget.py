@@ -55,7 +55,6 @@ from .reference import Reference, foot_tracks, motion_metrics, planted
 from .rootpath import rebuilt_root
 from .skeleton import SourceMotion, SourceSkeleton
 from .standing import SourcePose, source_pose
-from .swivel import swivel_legs
 
 REFERENCE_FPS = 120.0
 TWIST_TRUST_DEG = 15.0  # a rest pose's limb twist is kept unless the clip's hinges say it is off by more
@@ -487,9 +486,9 @@ class Retargeter:
             motion = motion.resample(fps)
         W, hips = self.source_fk(motion)
         frames = self._model_frames(W, hips, fps, ground)
-        if self._level_feet(frames[0], *frames[6:9], fps, grounded=ground):  # the source pose's feet turned: again
+        if self._level_feet(frames[0], *frames[5:8], fps, grounded=ground):  # the source pose's feet turned: again
             frames = self._model_frames(W, hips, fps, ground)
-        G, off, local, limited, swivelled, root, body_rot, body_pos, tracks, root_path, offset = frames
+        G, off, local, limited, root, body_rot, body_pos, tracks, root_path, offset = frames
         rig = self.rig
         if progress:
             progress(0.3)
@@ -515,7 +514,6 @@ class Retargeter:
             repaired=repaired,
             root_path=root_path,
             limited=limited,
-            swivelled=swivelled,
             hinge_off_axis_deg=off_deg,
             retarget_seconds=round(time.perf_counter() - t0, 3),
         )
@@ -525,12 +523,11 @@ class Retargeter:
     def _model_frames(self, W: np.ndarray, hips: np.ndarray, fps: float, ground: bool) -> tuple:
         """The model's frames for the source's world bone rotations W (F, J, 4) and pelvis heads
         (F, 3): world joint rotations G and hinge off-axis angles, local rotations inside the
-        joints' ranges and what was moved, the legs swivelled (engine.motion.swivel), the
-        root, the bodies (rotations, positions), the feet's tracks, the root's path rebuilt
-        (an "in place" export) and the ground offset (0 without `ground`)."""
+        joints' ranges and what was moved, the root, the bodies (rotations, positions), the
+        feet's tracks, the root's path rebuilt (an "in place" export) and the ground offset
+        (0 without `ground`)."""
         rig = self.rig
         G, off = self.model_rotations(W)
-        G, swivelled = swivel_legs(rig, G)
         local = np.empty_like(G)
         local[:, 0] = G[:, 0]
         par = rig.body_parent[1:]
@@ -553,7 +550,7 @@ class Retargeter:
             root = root + [0.0, 0.0, offset]
             body_pos = body_pos + [0.0, 0.0, offset]
             tracks = [(low + [0.0, 0.0, offset], nxt + [0.0, 0.0, offset]) for low, nxt in tracks]
-        return G, off, local, limited, swivelled, root, body_rot, body_pos, tracks, root_path, offset
+        return G, off, local, limited, root, body_rot, body_pos, tracks, root_path, offset
 
     def _level_feet(self, G: np.ndarray, body_rot: np.ndarray, body_pos: np.ndarray, tracks, fps: float,
                     grounded: bool = True) -> bool:
