@@ -539,7 +539,8 @@ def _build_take(p: _Prepared, clips, o: _Options, rec, diverged: str, timing: di
         clips=[dict(name=name, seconds=float(sec), frames=int(ref.num_frames),
                     source=str(src) if not hasattr(src, "meta") else name,
                     calibration=ref.meta.get("calibration"), checks=ref.meta.get("checks") or [],
-                    repaired=ref.meta.get("repaired") or [], root_path=ref.meta.get("root_path"))
+                    repaired=ref.meta.get("repaired") or [], root_path=ref.meta.get("root_path"),
+                    levelled_feet=ref.meta.get("levelled_feet") or {})
                for (ref, sec, name), (src, _) in zip(p.refs, clips)],
         fatigue=asdict(o.fatigue), tracking=_params_dict(o.params) if o.controller == "tracking" else None,
         policy=dict(mode=o.mode, noise_scale=ctrl.noise_scale, goals=[g.as_dict() for g in p.goals],

@@ -1,5 +1,5 @@
 """A take in a few short notes, written once for every front end: the fall, calibration poses
-skipped, clips exported in place, how the character stood, balanced, tired, slowed, came
+skipped, clips exported in place, feet levelled onto their soles, how the character stood, balanced, tired, slowed, came
 through pushes and met heading goals, and clips asking more than the body can do, each from
 the take's meta. The Blender operator says them in the status bar and the sidebar's last
 report (`bake_message`); `sinew simulate` and `sinew bake` print them as their "in short"
@@ -12,8 +12,8 @@ from pathlib import Path
 def notes(take) -> list[str]:
     """The take's notes that apply, in the order a reader wants them (the clips beyond the
     body last)."""
-    found = [note(take) for note in (fall_note, calibration_note, root_path_note, stand_note, balance_note, tiring_note,
-                                     pace_note, push_note, heading_note, clips_beyond_the_body)]
+    found = [note(take) for note in (fall_note, calibration_note, root_path_note, feet_note, stand_note, balance_note,
+                                     tiring_note, pace_note, push_note, heading_note, clips_beyond_the_body)]
     return [n for n in found if n]
 
 
@@ -100,6 +100,15 @@ def root_path_note(take) -> str:
     feet (1.15 m/s)', or ''."""
     parts = [f"{Path(c['source']).name} steps in place: its path rebuilt from its feet ({c['root_path']['feet_mps']:.2f} m/s)"
              for c in take.meta.get("clips", []) if (c.get("root_path") or {}).get("rebuilt")]
+    return "; ".join(parts)
+
+
+def feet_note(take) -> str:
+    """The clips whose feet stood on their edges and were levelled (engine.motion.soles), e.g.
+    'levelled the feet of cmu_07_01_walk.bvh (they stood 26 deg on their edges)', or ''."""
+    parts = [f"levelled the feet of {Path(c['source']).name} (they stood "
+             f"{max(abs(d) for d in c['levelled_feet'].values()):.0f} deg on their edges)"
+             for c in take.meta.get("clips", []) if c.get("levelled_feet")]
     return "; ".join(parts)
 
 

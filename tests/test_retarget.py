@@ -708,3 +708,11 @@ def test_the_cmu_walk_stands_on_its_soles(rig):
     for name in ("mixamo_test_freebvh.bvh", "cmu_009_09_01.bvh"):
         other, _ = retarget(read_bvh(clips.MOCAP_DIR / name), rig)
         assert not other.meta["levelled_feet"], name
+    # a take of it says so, in its report and its notes (the Blender panel's too)
+    from engine.commands.take_report import extra_lines
+    from engine.take import simulate
+    from engine.take_notes import notes
+
+    take = simulate(rig, [(clips.MOCAP_DIR / "cmu_07_01_walk.bvh", 0.1)])
+    assert any(line.startswith("feet        cmu_07_01_walk.bvh: planted soles stood turned") for line in extra_lines(take))
+    assert "levelled the feet of cmu_07_01_walk.bvh (they stood 26 deg on their edges)" in notes(take)

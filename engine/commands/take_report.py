@@ -27,6 +27,10 @@ def extra_lines(take) -> list[str]:
 
     out += [f"root path   {Path(c['source']).name}: {root_path(c.get('root_path'))}" for c in take.meta["clips"]
             if root_path(c.get("root_path"))]
+    from ..motion.soles import describe as feet
+
+    out += [f"feet        {Path(c['source']).name}: {feet(c['levelled_feet'])}" for c in take.meta["clips"]
+            if c.get("levelled_feet")]
     out += [f"check       {Path(c['source']).name}: {line}" for c in take.meta["clips"]
             for line in check_lines(c.get("checks"))]
     out += [f"push        {push(r)}" for r in take.meta["summary"].get("pushes", [])]
