@@ -8,8 +8,10 @@ its child joint, onto the source's turned rest bone direction, bone s head -> th
 the bone mapped to that child (keeping the bone's forward side forward, see _aim: no
 twist for an A-pose; the pelvis aligns a whole frame built from
 the hips and the spine instead; the feet take A = I, since both rest poses stand with flat
-soles and feet forward while the ankle -> toe joint line differs between skeletons; leaves
-such as hands, toes and head inherit their parent's A).
+soles and feet forward while the ankle -> toe joint line differs between skeletons (a
+skeleton whose foot bones rest turned from its soles has them turned back by what the clip's
+planted frames say: engine.motion.soles); leaves such as hands, toes and head inherit their
+parent's A).
 Then the world rotation of b's joint frame is
 
     G_b(t) = F W_s(t) (W_s^0)^-1 F^-1 A_b
