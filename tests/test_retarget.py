@@ -716,3 +716,20 @@ def test_the_cmu_walk_stands_on_its_soles(rig):
     take = simulate(rig, [(clips.MOCAP_DIR / "cmu_07_01_walk.bvh", 0.1)])
     assert any(line.startswith("feet        cmu_07_01_walk.bvh: planted soles stood turned") for line in extra_lines(take))
     assert "levelled the feet of cmu_07_01_walk.bvh (they stood 26 deg on their edges)" in notes(take)
+
+
+def test_a_soles_roll_is_read_across_its_length_whatever_its_pitch():
+    """engine.motion.soles.stance_roll on feet turned by known rotations: a roll of 20 deg
+    about the sole's length under pitches of -30..30 deg (a heel strike to a push off) reads
+    20 deg on every frame, spread 0; the foot's frame is the world's at rest, so the world's up
+    seen from a foot turned by R is R^T z."""
+    from engine.motion import soles
+
+    axis = np.array([0.2, -1.0, 0.0])  # a sole along -Y, toed out
+    a = axis / np.linalg.norm(axis)
+    lateral = np.cross(a, [0.0, 0.0, 1.0])
+    pitches = np.radians(np.linspace(-30, 30, 7))
+    G = np.array([quat_multiply(axis_angle_to_quat(p * lateral), axis_angle_to_quat(np.radians(-20.0) * a))
+                  for p in pitches])  # pitched after a roll of -20 deg about the length
+    roll, spread = soles.stance_roll(G, axis)
+    assert roll == pytest.approx(20.0, abs=1e-9) and spread == pytest.approx(0.0, abs=1e-9)
