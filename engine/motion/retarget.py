@@ -31,6 +31,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -201,6 +202,20 @@ def _continuous(q: np.ndarray) -> np.ndarray:
     dots = np.sum(q[1:] * q[:-1], axis=-1)
     flips = np.concatenate([np.ones((1,) + dots.shape[1:]), np.where(dots < 0, -1.0, 1.0)])
     return q * np.cumprod(flips, axis=0)[..., None]
+
+
+class _ModelFrames(NamedTuple):
+    """A clip's frames on the model (Retargeter._model_frames)."""
+    G: np.ndarray  # (F, B, 4) world rotations of the joint frames
+    off: np.ndarray  # (F, B) hinge off-axis angles (rad)
+    local: np.ndarray  # (F, B, 4) local rotations inside the joints' ranges
+    limited: list  # what within_range moved
+    root: np.ndarray  # (F, 3)
+    body_rot: np.ndarray  # (F, B, 3, 3)
+    body_pos: np.ndarray  # (F, B, 3)
+    tracks: list  # reference.foot_tracks
+    root_path: dict | None  # rootpath's meta
+    offset: float  # the ground offset (m)
 
 
 @dataclass
@@ -487,10 +502,10 @@ class Retargeter:
         if abs(motion.fps - fps) > 1e-6 * fps:
             motion = motion.resample(fps)
         W, hips = self.source_fk(motion)
-        frames = self._model_frames(W, hips, fps, ground)
-        if self._level_feet(frames[0], *frames[5:8], fps, grounded=ground):  # the source pose's feet turned: again
-            frames = self._model_frames(W, hips, fps, ground)
-        G, off, local, limited, root, body_rot, body_pos, tracks, root_path, offset = frames
+        m = self._model_frames(W, hips, fps, ground)
+        if self._level_feet(m.G, m.body_rot, m.body_pos, m.tracks, fps, grounded=ground):  # feet turned: again
+            m = self._model_frames(W, hips, fps, ground)
+        off, local, limited, root, body_rot, body_pos, tracks, root_path, offset = m[1:]
         rig = self.rig
         if progress:
             progress(0.3)
@@ -522,7 +537,7 @@ class Retargeter:
         ref.meta["checks"] = inside + check_reference(rig, ref)  # raises for a root no body can move
         return ref
 
-    def _model_frames(self, W: np.ndarray, hips: np.ndarray, fps: float, ground: bool) -> tuple:
+    def _model_frames(self, W: np.ndarray, hips: np.ndarray, fps: float, ground: bool) -> "_ModelFrames":
         """The model's frames for the source's world bone rotations W (F, J, 4) and pelvis heads
         (F, 3): world joint rotations G and hinge off-axis angles, local rotations inside the
         joints' ranges and what was moved, the root, the bodies (rotations, positions), the
@@ -552,7 +567,7 @@ class Retargeter:
             root = root + [0.0, 0.0, offset]
             body_pos = body_pos + [0.0, 0.0, offset]
             tracks = [(low + [0.0, 0.0, offset], nxt + [0.0, 0.0, offset]) for low, nxt in tracks]
-        return G, off, local, limited, root, body_rot, body_pos, tracks, root_path, offset
+        return _ModelFrames(G, off, local, limited, root, body_rot, body_pos, tracks, root_path, offset)
 
     def _level_feet(self, G: np.ndarray, body_rot: np.ndarray, body_pos: np.ndarray, tracks, fps: float,
                     grounded: bool = True) -> bool:
