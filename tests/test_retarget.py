@@ -640,8 +640,9 @@ def _soles(rig, ref) -> list[tuple[float, float]]:
 
 def _body_turn_deg(ref0, ref1, b: int) -> np.ndarray:
     """Per frame, the angle (deg) between two references' world rotations of body b."""
-    R = np.einsum("fji,fjk->fik", ref0.body_rot[:, b], ref1.body_rot[:, b])
-    return np.degrees(np.arccos(np.clip((np.trace(R, axis1=1, axis2=2) - 1) / 2, -1, 1)))
+    from engine.transforms import matrix_to_quat
+
+    return _angle_deg(matrix_to_quat(ref0.body_rot[:, b]), matrix_to_quat(ref1.body_rot[:, b]))
 
 
 @needs_mass

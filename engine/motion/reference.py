@@ -158,12 +158,15 @@ def load_reference(path) -> Reference:
 
 
 # ---- metrics ----------------------------------------------------------------------------
+BOX_CORNERS = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)  # x half-size
+
+
 def foot_points(rig, body_rot: np.ndarray, body_pos: np.ndarray, side: str, bodies=None) -> np.ndarray:
-    """World corners of the foot's contact boxes (talus and toes; or `bodies`), (..., P, 3)."""
+    """World corners of the foot's contact boxes (talus and toes; or `bodies`), (..., P, 3):
+    each box's 8 in BOX_CORNERS' order."""
     if bodies is None:
         bodies = [b for b, n in enumerate(rig.body_names) if rig.body_contact[b] and n.endswith(side)]
-    signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
-    corners = 0.5 * signs[None] * rig.body_size[bodies][:, None]  # (nb, 8, 3)
+    corners = 0.5 * BOX_CORNERS[None] * rig.body_size[bodies][:, None]  # (nb, 8, 3)
     pts = np.einsum("...bij,bkj->...bki", body_rot[..., bodies, :, :], corners)
     pts = pts + body_pos[..., bodies, None, :]
     return pts.reshape(pts.shape[:-3] + (-1, 3))

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..transforms import quat_conjugate, quat_rotate
-from .reference import STANCE_HEIGHT_M, foot_points
+from .reference import BOX_CORNERS, STANCE_HEIGHT_M, foot_points
 
 ROLL_MIN_DEG = 12.0  # a planted sole turned less than this about the foot's length is left
 ROLL_SPREAD_DEG = 8.0  # the planted frames agree: mean distance of their rolls from the median, at most
@@ -62,11 +62,9 @@ def heel_and_toes_down(rig, body_rot: np.ndarray, body_pos: np.ndarray, side: st
     its toes, pointed or raised onto them, has its heel up; one on its edge has both ends down."""
     bi = rig.body_index
     talus, toes = bi(f"Talus{side}"), [bi(f"FootThumb{side}"), bi(f"FootPinky{side}")]
-    signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
-    corners = 0.5 * signs * rig.body_size[talus]  # in the talus box's frame
     forward = rig.body_rest_rot[talus].T @ (rig.joint_pos[toes].mean(0) - rig.body_rest_pos[talus])
-    heel = corners[corners @ forward < 0]
-    heel_z = np.einsum("fj,kj->fk", body_rot[:, talus, 2], heel) + body_pos[:, talus, 2:3]
+    heel = BOX_CORNERS @ forward < 0  # the talus box's corners away from the toes (in its own frame)
+    heel_z = foot_points(rig, body_rot, body_pos, side, [talus])[:, heel, 2]
     toe_z = foot_points(rig, body_rot, body_pos, side, toes)[..., 2]
     return (heel_z.min(-1) < STANCE_HEIGHT_M) & (toe_z.min(-1) < STANCE_HEIGHT_M)
 
