@@ -1,6 +1,7 @@
 """Benchmark: motion nobody here tuned for (issue 44), played as a user plays it.
 
-    python benchmarks/unseen_motion.py [--clips cmu_walk,kick,...] [--seconds own|S] [--out FILE.md]
+    python benchmarks/unseen_motion.py [--clips cmu_walk,kick,...] [--seconds own|S] [--seed N] [--out FILE.md]
+                                       [--candidates N --widen N --widen-above X]
 
 Every clip of the corpus in ../shared (the MASS clips beyond the bundled walk, the CMU walk
 and run, the Mixamo-named fixture) and transformed copies of them that stand for the defects
@@ -16,6 +17,7 @@ simulated second on the 2-core machine, so the corpus at its own lengths takes ~
 and at 20 s ~2 hours. Results: README, "Motion from outside".
 """
 import argparse
+import dataclasses
 import os
 import sys
 import tempfile
@@ -93,6 +95,10 @@ def main() -> int:
     ap.add_argument("--seconds", default="own", help="'own' (each clip's length) or seconds for every clip")
     ap.add_argument("--workers", type=int, default=default_workers())
     ap.add_argument("--seed", type=int, default=0, help="the planner's draw (takes are chaotic: compare several)")
+    ap.add_argument("--candidates", type=int, default=None, help="the planner's candidates (default: the product's)")
+    ap.add_argument("--widen", type=int, default=None,
+                    help="plans added where the candidates' cheapest is costly (eq. 6 of engine/control/balance.py)")
+    ap.add_argument("--widen-above", type=float, default=None, help="eq. 6's bar, times the recent median")
     ap.add_argument("--out", default=None, help="also write the table to this markdown file")
     a = ap.parse_args()
     from engine.control.plan import load_clip
@@ -101,6 +107,8 @@ def main() -> int:
 
     rig = load_rig()
     balance, residual = check_balance("tracking", True, None, a.workers)
+    chosen = dict(candidates=a.candidates, widen=a.widen, widen_above=a.widen_above)
+    balance = dataclasses.replace(balance, **{k: v for k, v in chosen.items() if v is not None})
     rows = ["| clip | kind | seconds | result | joint error | root error | waited (ran on) | checks | not a loop "
             "| s a simulated s |", "|---|---|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:

@@ -8,6 +8,7 @@ falls after ~3 s (docs/research/balance.md). The balance planner walks past that
 (checked here over 4.5 s; 60 s runs are in balance.md, too slow for CI). A held pose stands,
 on the stand controller (engine.control.stand).
 """
+import copy
 import json
 
 import numpy as np
@@ -628,3 +629,49 @@ def test_a_shove_makes_the_planner_search_more_and_the_report_says_so(rig):
     assert never.meta["balance"]["searched_more"] == 0
     assert f", 4 more tried at {p['searched_more']} hard decisions (a cheaper plan at {p['found_more']})" in balance(p)
     assert "more tried" not in balance(never.meta["balance"])
+
+
+def test_a_costly_decision_widens_the_search_and_prunes_against_its_best(rig):
+    """Eq. (6): where the candidates' cheapest costs more than widen_above x the recent median
+    (or fewer than 5 decisions are behind), `widen` more plans of the same kind are played,
+    each either costed as it is alone (eq. 1 over the horizon) or stopped once past that
+    cheapest one; a decision under the bar plays the candidates alone, and the report says
+    how often it widened."""
+    from engine.commands.take_report import balance
+    from engine.control.balance import BalanceParams, BalancePlanner, snapshot
+    from engine.take import simulate
+
+    sim, plan = _walk_sim(rig, 1.0)
+    b = BalanceParams(candidates=3, widen=4, horizon=24)
+    ctl = BalancePlanner(sim, plan, TrackingParams(residual=0.0, balance=b), b, seed=4)
+    snap, plans = snapshot(sim, ctl), ctl.candidates(0)
+    costs = ctl.costs(snap, plans, 0)
+    alone, played = ctl._local_shadow(), 0
+    for k, first in enumerate((costs, [100 * c for c in costs])):  # as played; as if they had cost 100x more
+        rng = copy.deepcopy(ctl.rng.bit_generator.state)
+        wide, wide_costs = ctl.widened(snap, plans, first, 0)  # no decision behind yet: widened
+        ctl.rng.bit_generator.state = rng  # the same plans both times
+        assert len(wide) == 7 and wide_costs[:3] == first and ctl.widened_n == k + 1
+        spread = (np.array(wide[3:]) - b.decay * plans[0]).reshape(4, -1).std(axis=1)
+        assert np.all((spread > 0.7 * b.sigma_min) & (spread < 1.3 * b.sigma))  # about the shifted plan
+        found = min(first)
+        for U, c in zip(wide[3:], wide_costs[3:]):
+            alone.load(snap)
+            full = alone.play(U, 0)
+            if np.isfinite(c):  # played to its horizon
+                assert c == pytest.approx(full, rel=1e-12)
+                played += 1
+            else:  # stopped once past the cheapest found this decision: it could not have been chosen
+                assert full >= found
+            found = min(found, full)
+        assert min(wide_costs) == pytest.approx(found, rel=1e-12)
+    assert played >= 1  # (100x: the first at least)
+    ctl._recent = [min(costs)] * 5  # the recent median: this decision's cheapest is under 1.5 x it
+    assert ctl.widened(snap, plans, costs, 0) == (plans, costs) and ctl.widened_n == 2
+    ctl.close()
+
+    take = simulate(rig, [(MOTION_DIR / "walk.bvh", 1.0)], seed=2, fps=30, progress=lambda f: None,
+                    params=TrackingParams(residual=0.0, balance=BalanceParams(candidates=3, widen=4, horizon=24)))
+    m = take.meta["balance"]
+    assert 5 <= m["widened"] < m["plans"]  # the first five always, then only the costly ones
+    assert f"plans of 3 candidates (4 more at {m['widened']} of them)" in balance(m)

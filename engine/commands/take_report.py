@@ -80,10 +80,19 @@ def stand(st: dict) -> str:
 def balance(b: dict) -> str:
     """How the balance planner (engine.control.balance) steered the tracker."""
     return (f"planned ahead without the residual (predictive sampling, engine/control/balance.py): "
-            f"{b['plans']} plans of {b['candidates']} candidates {b['horizon_s']:g} s ahead{halved(b)}{searched(b)}; the last plan kept "
+            f"{b['plans']} plans of {b['candidates']} candidates{widened(b)} {b['horizon_s']:g} s ahead{halved(b)}{searched(b)}; the last plan kept "
             f"{100 * b['kept_share']:.0f} % of the time, no offsets {100 * b['no_offset_share']:.0f} %; offsets "
             f"{b['offset_deg_mean']:.1f} deg on average ({b['offset_deg_max']:.0f} at most)"
             + (f"; {b['workers_lost']}" if b.get("workers_lost") else ""))
+
+
+def widened(b: dict) -> str:
+    """' (10 more at 120 of them)' where the planner widened its search (BalanceParams.widen,
+    eq. 6)."""
+    n = b.get("widened")  # takes before 2026-12-07: none
+    if not n:
+        return ""
+    return f" ({b['widen']} more at {n} of them)"
 
 
 def searched(b: dict) -> str:

@@ -38,6 +38,15 @@ cheapest of all is kept
     U_k = U* + sigma_k n_k  (sigma_k from sigma_min to extra_sigma)
           when extra_above median(C*) < C(U*) < FALL_COST                                    (4)
 
+Only as much breadth as a decision needs (`BalanceParams.widen`, off by default: measured in
+the thirty-ninth session, and a tired copy fell with it): `candidates` plans are played at
+every decision, and where the cheapest of them, U*, costs more than `widen_above` times the
+same median, `widen` more of the same kind are played, pruned against it, and the cheapest
+of all goes on to eq. (4)
+
+    U_k = decay U_0 + sigma_k n_k  (sigma_k from sigma_min to sigma), k = 1..widen
+          when C(U*) > widen_above median(C*), or fewer than 5 decisions are behind           (6)
+
 A teacher for a policy in this action space (training/dagger.py, action "offset";
 engine.control.offset_policy) asks instead for every candidate played to its horizon and their
 plans weighted as MPPI weighs them (Williams et al. 2017), lambda a share of the cheapest cost
@@ -85,7 +94,15 @@ MAX_SPEED = 1e3  # m/s or rad/s: a rollout faster than this anywhere has diverge
 class BalanceParams:
     """Settings of the balance planner (chosen by measurement, docs/research/balance.md)."""
 
-    candidates: int = 16  # offset plans tried at each replan (8 fell at 4.6-9.5 s)
+    candidates: int = 16  # offset plans tried at each replan (8 fell at 35-39 s of the tired minute)
+    # eq. (6): `widen` more plans of the candidates' kind where their cheapest costs more than
+    # `widen_above` times the median of the last EXTRA_MEMORY decisions' cheapest, or fewer
+    # than 5 decisions are behind; 0: never. 6 candidates + 10 at 1.5x walk the tired minute's
+    # bundled-walk draws, the pushes and the corpus at ~45 % of the rollout steps, but the
+    # tired 0.85x copy fell on both draws counted (44.9, 56.8 s) where 16 walks it: not the
+    # default (docs/research/balance.md, thirty-ninth session)
+    widen: int = 0
+    widen_above: float = 1.5
     horizon: int = 96  # physics steps each is played ahead (0.8 s; 0.5 s fell)
     # physics steps after the horizon that a rollout's cost stands for, at the mean cost of its
     # last `replan` steps (eq. 3): a shorter horizon that still weighs where the body is going
@@ -146,11 +163,15 @@ class BalanceParams:
     def validate(self) -> "BalanceParams":
         if not (isinstance(self.tail, (int, np.integer)) and self.tail >= 0):
             raise ParameterError("balance.tail", f"must be a whole number >= 0, got {self.tail!r}")
-        if not (isinstance(self.extra, (int, np.integer)) and self.extra >= 0):
-            raise ParameterError("balance.extra", f"must be a whole number >= 0, got {self.extra!r}")
-        if not (isinstance(self.extra_above, (int, float)) and np.isfinite(self.extra_above) and self.extra_above >= 1):
-            raise ParameterError("balance.extra_above", f"must be a finite number >= 1 (times the recent decisions' "
-                                 f"median cost), got {self.extra_above!r}")
+        for name in ("extra", "widen"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, np.integer)) and v >= 0):
+                raise ParameterError(f"balance.{name}", f"must be a whole number >= 0, got {v!r}")
+        for name in ("extra_above", "widen_above"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 1):
+                raise ParameterError(f"balance.{name}", f"must be a finite number >= 1 (times the recent decisions' "
+                                     f"median cost), got {v!r}")
         for name in ("candidates", "horizon", "replan", "knot"):
             v = getattr(self, name)
             if not (isinstance(v, (int, np.integer)) and v >= 1):
@@ -535,6 +556,7 @@ class BalancePlanner(OffsetTracker):
         self.kept = self.zero = 0  # plans that kept the shifted plan, that chose no offsets
         self._recent = []  # the last decisions' cheapest costs (extra)
         self.searched_more = self.found_more = 0
+        self.widened_n = 0  # decisions that played `widen` more candidates (eq. 6)
         self.offset_sum, self.offset_max = 0.0, 0.0  # rad: mean |offset| at each plan's start
 
     def candidates(self, now: int) -> list[np.ndarray]:
@@ -553,11 +575,13 @@ class BalancePlanner(OffsetTracker):
         scale = np.linspace(self.balance.sigma_min, top, n)[:, None, None]
         return scale * self.rng.standard_normal((n,) + shape)
 
-    def costs(self, snap: dict, plans: list[np.ndarray], now: int) -> list[float]:
+    def costs(self, snap: dict, plans: list[np.ndarray], now: int, bound: float = np.inf) -> list[float]:
         """Eq. (1) summed over the horizon for every plan, from the snapshot; the nominal
         (plans[0]) continued from the last decision's Trace where the take followed it to the
-        bit (`followed`), its cost then bounding the rest. Leaves each plan's Trace, where one
-        was kept, in `_traces` by index (the cheapest a worker or this process played)."""
+        bit (`followed`), its cost then bounding the rest. `bound`: a cost already found this
+        decision, which a plan's rollout stops at once its sum passes it (it cannot be chosen).
+        Leaves each plan's Trace, where one was kept, in `_traces` by index (the cheapest a
+        worker or this process played)."""
         costs, self._traces = [np.inf] * len(plans), {}
         trace = self.followed(snap, now)
         if self.balance.halving:
@@ -565,7 +589,7 @@ class BalancePlanner(OffsetTracker):
         first = int(trace is not None)
         rest, pending, parts = plans[first:], None, None
         if self._pool is not None:  # one plan a job, taken in order by whichever worker is free:
-            self._shared_best.value = np.inf  # the likely cheap plans first, so their costs bound the rest
+            self._shared_best.value = bound  # the likely cheap plans first, so their costs bound the rest
             pending = self._deal(now, lambda: [self._pool.submit(_worker_play, (snap, [U], now)) for U in rest])
         if trace is not None:  # meanwhile here; the workers prune against it from then on
             costs[0] = self._continued(trace, plans[0], now)
@@ -574,7 +598,7 @@ class BalancePlanner(OffsetTracker):
         if pending is not None:
             parts = self._deal(now, lambda: [f.result() for f in pending])
         if parts is None:  # no workers, or they were lost: the same plans here, slower
-            parts = [self._shadow_here.play_all(snap, rest, now, costs[0] if first else np.inf)]
+            parts = [self._shadow_here.play_all(snap, rest, now, min(costs[0], bound) if first else bound)]
         j = first
         for c, n, kept in parts:
             self.rollout_steps += n
@@ -686,6 +710,7 @@ class BalancePlanner(OffsetTracker):
             plans = self.candidates(now)
             snap = snapshot(sim, self)
             costs = self.costs(snap, plans, now)
+            plans, costs = self.widened(snap, plans, costs, now)
             best = int(np.argmin(costs))
             plans, costs, best, sampled = self.searched(snap, plans, costs, best, now)
             self.U, self.plan_start = plans[best], now
@@ -714,6 +739,22 @@ class BalancePlanner(OffsetTracker):
             costs.append(sh.play(U, now))
         self.rollout_steps += sh.steps_played - before
         return weighted_plan(plans, costs, lam)
+
+    def widened(self, snap: dict, plans: list, costs: list, now: int) -> tuple[list, list]:
+        """Eq. (6): where the candidates' cheapest costs more than widen_above x the recent
+        median (or fewer than 5 decisions are behind), `widen` more plans of the same kind (the
+        shifted plan x decay plus noise from sigma_min to sigma), pruned against that cheapest
+        one; (plans, costs) of them all, the Traces kept by their index among them."""
+        b = self.balance
+        bar = b.widen_above * float(np.median(self._recent)) if len(self._recent) >= 5 else -np.inf
+        if not (b.widen and min(costs) > bar):
+            return plans, costs
+        traces, nominal = self._traces, plans[0]
+        more = list(b.decay * nominal + self._noise(b.widen, b.sigma, nominal.shape))
+        more_costs = self.costs(snap, more, now, bound=min(costs))
+        self._traces = {**traces, **{len(plans) + k: t for k, t in self._traces.items()}}
+        self.widened_n += 1
+        return plans + more, costs + more_costs
 
     def searched(self, snap: dict, plans: list, costs: list, best: int, now: int) -> tuple[list, list, int, bool]:
         """Eq. (4): where the cheapest plan costs extra_above x the recent median and is no fall,
@@ -751,6 +792,7 @@ class BalancePlanner(OffsetTracker):
         """What the take's metadata keeps of the planning."""
         n, b = max(self.plans, 1), self.balance
         return dict(plans=self.plans, candidates=b.candidates, horizon_s=round(b.horizon * self.dt, 3),
+                    widen=b.widen, widened=self.widened_n,
                     halving=list(b.halving),
                     rollout_steps=self.rollout_steps,
                     mean_best_cost=round(self.cost_sum / n, 3),
