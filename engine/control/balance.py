@@ -99,8 +99,8 @@ class BalanceParams:
     # `widen_above` times the median of the last EXTRA_MEMORY decisions' cheapest, or fewer
     # than 5 decisions are behind; 0: never. 6 candidates + 10 at 1.5x walk the tired minute's
     # bundled-walk draws, the pushes and the corpus at ~45 % of the rollout steps, but the
-    # tired 0.85x copy fell on both draws counted (44.9, 56.8 s) where 16 walks it: not the
-    # default (docs/research/balance.md, thirty-ninth session)
+    # tired 0.85x copy fell on both draws counted (44.9, 56.8 s; 8 + 8 on one of two) where 16
+    # walk it on three of three: not the default (docs/research/balance.md, thirty-ninth session)
     widen: int = 0
     widen_above: float = 1.5
     horizon: int = 96  # physics steps each is played ahead (0.8 s; 0.5 s fell)
