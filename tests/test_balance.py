@@ -160,17 +160,21 @@ def test_offset_tracker_without_offsets_is_the_tracker(rig):
     assert np.allclose((a_off - a0)[ctl.dofs], params.kp * 0.05, rtol=0.05)  # ball joints: not quite additive
 
 
-def test_balance_planner_is_the_same_in_workers_and_in_process(rig):
+@pytest.mark.parametrize("widen", [0, 3])
+def test_balance_planner_is_the_same_in_workers_and_in_process(rig, widen):
     """Candidates played in two forked workers or in this process pick the same plans: the
-    take is the same (assert_same_take: each rollout starts from the snapshot, nothing else)."""
+    take is the same (assert_same_take: each rollout starts from the snapshot, nothing else),
+    also where eq. (6) widens the search (the workers prune against the bound it hands them)."""
     from engine.control.balance import BalanceParams
     from engine.take import simulate
 
     takes = [simulate(rig, [(MOTION_DIR / "walk.bvh", 0.3)], seed=3, fps=120, progress=lambda f: None,
-                      params=TrackingParams(residual=0.0, balance=BalanceParams(candidates=5, horizon=24, workers=w)))
+                      params=TrackingParams(residual=0.0, balance=BalanceParams(candidates=5, horizon=24, workers=w,
+                                                                                 widen=widen)))
              for w in (0, 2)]  # 5 candidates: dealt 3 and 2 to the workers
     assert_same_take(*takes)
     b = takes[0].meta["balance"]
+    assert b["widened"] == takes[1].meta["balance"]["widened"] == (3 if widen else 0)  # the first decisions widen
     assert b["plans"] == 3 and takes[0].meta["tracking"]["balance"]["candidates"] == 5
     assert b["mean_best_cost"] == takes[1].meta["balance"]["mean_best_cost"]
     assert b["offset_deg_max"] > 0  # it steered

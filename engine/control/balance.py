@@ -740,14 +740,18 @@ class BalancePlanner(OffsetTracker):
         self.rollout_steps += sh.steps_played - before
         return weighted_plan(plans, costs, lam)
 
+    def _recent_median(self) -> float | None:
+        """The median of the last EXTRA_MEMORY decisions' cheapest costs, the bar of eqs. (4)
+        and (6); None while fewer than 5 decisions are behind."""
+        return float(np.median(self._recent)) if len(self._recent) >= 5 else None
+
     def widened(self, snap: dict, plans: list, costs: list, now: int) -> tuple[list, list]:
         """Eq. (6): where the candidates' cheapest costs more than widen_above x the recent
         median (or fewer than 5 decisions are behind), `widen` more plans of the same kind (the
         shifted plan x decay plus noise from sigma_min to sigma), pruned against that cheapest
         one; (plans, costs) of them all, the Traces kept by their index among them."""
-        b = self.balance
-        bar = b.widen_above * float(np.median(self._recent)) if len(self._recent) >= 5 else -np.inf
-        if not (b.widen and min(costs) > bar):
+        b, median = self.balance, self._recent_median()
+        if not b.widen or (median is not None and min(costs) <= b.widen_above * median):
             return plans, costs
         traces, nominal = self._traces, plans[0]
         more = list(b.decay * nominal + self._noise(b.widen, b.sigma, nominal.shape))
@@ -760,8 +764,8 @@ class BalancePlanner(OffsetTracker):
         """Eq. (4): where the cheapest plan costs extra_above x the recent median and is no fall,
         `extra` more plans about it played; (plans, costs, best, sampled) of whichever set holds
         the cheapest of all (sampled: the candidates'). Keeps the recent cheapest costs."""
-        b = self.balance
-        bar = b.extra_above * float(np.median(self._recent)) if len(self._recent) >= 5 else np.inf
+        b, median = self.balance, self._recent_median()
+        bar = b.extra_above * median if median is not None else np.inf
         self._recent = (self._recent + [costs[best]])[-EXTRA_MEMORY:]
         if not (b.extra and bar < costs[best] < FALL_COST):
             return plans, costs, best, True
