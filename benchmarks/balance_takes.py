@@ -2,7 +2,7 @@
 
     python benchmarks/balance_takes.py [--takes fresh,mixamo,push_fwd,...] [--seconds S] [--seeds 0,1,...]
                                        [--horizon STEPS --tail STEPS --candidates N --extra N --halving N,N,N
-                                        --feedback GAIN --widen N --widen-above X]
+                                        --feedback GAIN --widen N --widen-above X --keep-below X]
                                        [--out FILE.md]
 
 Each take starts at the clip's first frame with no root residual, as `sinew simulate
@@ -14,7 +14,8 @@ set the planner's rollout length and the steps its cost stands for beyond it (eq
 engine/control/balance.py), --candidates its candidates, --halving the plans it keeps after
 each round of successive halving, --extra the plans added where the cheapest turns costly
 (eq. 4 of engine/control/balance.py; 0: none), --widen and --widen-above the plans added
-where the candidates' cheapest costs more than that many times the recent median (eq. 6)
+where the candidates' cheapest costs more than that many times the recent median (eq. 6),
+--keep-below the share of that median under which the last plan is kept unsearched (eq. 7)
 and --feedback the swing-foot placement's gain
 (engine/control/feedback.py), to measure a cheaper planner against the product's. Slow:
 ~6-10 s a simulated second on the 2-core reference machine, so the full list (60 s walk,
@@ -91,6 +92,9 @@ def main() -> int:
                     help="plans added where the candidates' cheapest is costly (eq. 6; default: the product's)")
     ap.add_argument("--widen-above", type=float, default=None,
                     help="eq. 6's bar, times the recent decisions' median cheapest cost (default: the product's)")
+    ap.add_argument("--keep-below", type=float, default=None,
+                    help="eq. 7: keep the last plan, unsearched, where it costs at most this x the recent median "
+                         "(0: never; default: the product's)")
     ap.add_argument("--feedback", type=float, default=None, help="swing-foot placement gain, rad per m/s")
     ap.add_argument("--halving", default=None,
                     help="plans kept after each successive-halving round, comma-separated ('' for none; default: the product's)")
@@ -104,10 +108,11 @@ def main() -> int:
     balance, residual = check_balance("tracking", True, None, a.workers)
     halving = None if a.halving is None else tuple(int(n) for n in a.halving.split(",") if n.strip())
     chosen = dict(horizon=a.horizon, tail=a.tail, candidates=a.candidates, extra=a.extra, feedback=a.feedback,
-                  halving=halving, widen=a.widen, widen_above=a.widen_above)
+                  halving=halving, widen=a.widen, widen_above=a.widen_above, keep_below=a.keep_below)
     balance = dataclasses.replace(balance, **{k: v for k, v in chosen.items() if v is not None})
     print(f"planner: horizon {balance.horizon} steps, tail {balance.tail}, {balance.candidates} candidates "
-          f"(+{balance.widen} above {balance.widen_above:g}x the median, +{balance.extra} where hard), "
+          f"(+{balance.widen} above {balance.widen_above:g}x the median, +{balance.extra} where hard, "
+          f"the last plan kept below {balance.keep_below:g}x), "
           f"feedback {balance.feedback:g}, halving {balance.halving}", flush=True)
     rows = ["| take | seed | seconds | result | joint error | speed, last quarter (reference) | "
             "rollout steps a step | s a simulated s |", "|---|---|---|---|---|---|---|---|"]

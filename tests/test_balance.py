@@ -160,22 +160,25 @@ def test_offset_tracker_without_offsets_is_the_tracker(rig):
     assert np.allclose((a_off - a0)[ctl.dofs], params.kp * 0.05, rtol=0.05)  # ball joints: not quite additive
 
 
-@pytest.mark.parametrize("widen", [0, 3])
-def test_balance_planner_is_the_same_in_workers_and_in_process(rig, widen):
+@pytest.mark.parametrize("widen, keep_below", [(0, 0.0), (3, 0.0), (0, 1.0)])
+def test_balance_planner_is_the_same_in_workers_and_in_process(rig, widen, keep_below):
     """Candidates played in two forked workers or in this process pick the same plans: the
     take is the same (assert_same_take: each rollout starts from the snapshot, nothing else),
-    also where eq. (6) widens the search (the workers prune against the bound it hands them)."""
+    also where eq. (6) widens the search (the workers prune against the bound it hands them)
+    and where eq. (7) keeps the last plan or hands its cost to the workers as their bound."""
     from engine.control.balance import BalanceParams
     from engine.take import simulate
 
-    takes = [simulate(rig, [(MOTION_DIR / "walk.bvh", 0.3)], seed=3, fps=120, progress=lambda f: None,
+    seconds = 0.8 if keep_below else 0.3  # eq. (7) from the sixth decision on
+    takes = [simulate(rig, [(MOTION_DIR / "walk.bvh", seconds)], seed=3, fps=120, progress=lambda f: None,
                       params=TrackingParams(residual=0.0, balance=BalanceParams(candidates=5, horizon=24, workers=w,
-                                                                                 widen=widen)))
+                                                                                 widen=widen, keep_below=keep_below)))
              for w in (0, 2)]  # 5 candidates: dealt 3 and 2 to the workers
     assert_same_take(*takes)
     b = takes[0].meta["balance"]
     assert b["widened"] == takes[1].meta["balance"]["widened"] == (3 if widen else 0)  # the first decisions widen
-    assert b["plans"] == 3 and takes[0].meta["tracking"]["balance"]["candidates"] == 5
+    assert b["kept_cheap"] == takes[1].meta["balance"]["kept_cheap"]
+    assert b["plans"] == round(seconds / 0.1) and takes[0].meta["tracking"]["balance"]["candidates"] == 5
     assert b["mean_best_cost"] == takes[1].meta["balance"]["mean_best_cost"]
     assert b["offset_deg_max"] > 0  # it steered
 
@@ -473,6 +476,47 @@ def test_the_costs_pelvis_tilt_is_the_rotation_vectors_roll_and_pitch():
         assert pelvis_tilt_sq(a, b) == pytest.approx(float(want @ want), rel=1e-9, abs=1e-18)
 
 
+def test_the_costs_trunk_term_is_the_torsos_world_tilt_as_mujoco_poses_it(rig):
+    """Eq. (1)'s trunk term: the torso's world orientation composed from q (Trunk) is MuJoCo's
+    own (xquat after forward kinematics) for random poses, and w_trunk adds w_trunk times the
+    roll and pitch of the world-frame error between the reference's torso and the body's,
+    each posed by MuJoCo."""
+    import mujoco
+
+    from engine.control.balance import BalanceParams, OffsetTracker, Trunk, rollout_cost
+    from engine.transforms import quat_conjugate, quat_multiply, quat_normalize, quat_to_axis_angle
+
+    sim, plan = _walk_sim(rig, 1.0)
+    m, d = sim.physics.model, sim.physics.data
+    torso = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "Torso")
+    trunk, rng = Trunk(rig), np.random.default_rng(8)
+
+    def posed(q):
+        data = mujoco.MjData(m)
+        data.qpos[:] = q
+        mujoco.mj_kinematics(m, data)
+        return data.xquat[torso].copy()
+
+    for _ in range(20):
+        q = d.qpos.copy()
+        for a in (3, trunk.spine, trunk.torso):
+            q[a:a + 4] = quat_normalize(rng.normal(size=4))
+        want = posed(q)
+        assert np.allclose(trunk(q), want, atol=1e-12) or np.allclose(trunk(q), -want, atol=1e-12)
+    q, v = sim.physics.get_q()
+    q[trunk.spine:trunk.spine + 4] = quat_multiply(q[trunk.spine:trunk.spine + 4], [np.cos(0.05), np.sin(0.05), 0.0, 0.0])
+    sim.physics.set_q(q, v)  # the spine bent 0.1 rad forward of the reference's
+    costs = {}
+    for w in (0.0, 10.0):
+        b = BalanceParams(w_trunk=w)
+        ctl = OffsetTracker(sim, plan, TrackingParams(residual=0.0, balance=b), b)
+        costs[w] = rollout_cost(sim, ctl)
+    q_ref = ctl.reference(sim.steps)[0]
+    err = quat_to_axis_angle(quat_multiply(posed(q_ref), quat_conjugate(posed(sim.physics.get_q()[0]))))[:2]
+    assert costs[10.0] - costs[0.0] == pytest.approx(10.0 * float(err @ err), rel=1e-9)
+    assert float(err @ err) > 0.05 ** 2
+
+
 def test_a_real_capture_walks_on_its_path(rig):
     """The CMU walk (another person, another skeleton, 120 fps) played for its own length with
     no residual: the root stays on the clip's path. With the clip's velocity alone in the
@@ -679,3 +723,55 @@ def test_a_costly_decision_widens_the_search_and_prunes_against_its_best(rig):
     m = take.meta["balance"]
     assert 5 <= m["widened"] < m["plans"]  # the first five always, then only the costly ones
     assert f"plans of 3 candidates (4 more at {m['widened']} of them)" in balance(m)
+
+
+def test_a_cheap_last_plan_is_kept_without_playing_the_others(rig):
+    """Eq. (7): where the last plan, continued, costs at most keep_below x the recent median,
+    it is chosen and no other candidate is played (its cost: the same to the bit as played
+    afresh); above the bar every candidate is played as before, each costed as it is alone or
+    stopped once past the last plan's cost. A take kept so from its sixth decision on plays
+    only `replan` rollout steps at each of them and is the searched take's until then."""
+    from engine.commands.take_report import balance
+    from engine.control.balance import BalanceParams, BalancePlanner, snapshot
+    from engine.take import simulate
+
+    sim, plan = _walk_sim(rig, 1.0)
+    b = BalanceParams(candidates=4, horizon=24, keep_below=1.0)
+    ctl = BalancePlanner(sim, plan, TrackingParams(residual=0.0, balance=b), b, seed=4)
+    for _ in range(b.replan):  # one decision (at 0, searched: nothing behind it), followed to the next
+        sim.step(ctl.act(sim, sim.state))
+    ctl.advance_pace(sim)
+    snap, plans, trace = snapshot(sim, ctl), ctl.candidates(b.replan), ctl._trace
+    alone = ctl._local_shadow()
+    full = []
+    for U in plans:
+        alone.load(snap)
+        full.append(alone.play(U, b.replan))
+    for median, kept in ((10 * full[0], True), (0.5 * full[0], False)):
+        ctl._recent, ctl._trace, before = [median] * 5, trace, ctl.rollout_steps
+        got = ctl.costs(snap, plans, b.replan)
+        assert got[0] == pytest.approx(full[0], rel=1e-12)
+        assert ctl.kept_cheap == 1
+        if kept:
+            assert got[1:] == [np.inf] * 3 and ctl.rollout_steps - before == b.replan
+            continue
+        found = got[0]  # the bound the others are played against, in order
+        for c, f in zip(got[1:], full[1:]):
+            if np.isfinite(c):
+                assert c == pytest.approx(f, rel=1e-12)
+            else:  # stopped once past the cheapest found: it could not have been chosen
+                assert f >= found
+            found = min(found, f)
+    ctl.close()
+
+    def take(keep_below):
+        return simulate(rig, [(MOTION_DIR / "walk.bvh", 1.0)], seed=2, fps=120, progress=lambda f: None,
+                        params=TrackingParams(residual=0.0, balance=BalanceParams(candidates=3, horizon=24,
+                                                                                  keep_below=keep_below)))
+    searched, kept = take(0.0), take(1e6)
+    m, m0 = kept.meta["balance"], searched.meta["balance"]
+    assert m["kept_cheap"] == m["plans"] - 5 and m0["kept_cheap"] == 0  # every followed decision from the sixth
+    i = 5 * b.replan
+    np.testing.assert_array_equal(kept.q[:i + 1], searched.q[:i + 1])
+    assert m["rollout_steps"] < m0["rollout_steps"]
+    assert f"unsearched at {m['kept_cheap']}" in balance(m) and "unsearched" not in balance(m0)

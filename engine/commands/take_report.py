@@ -81,7 +81,7 @@ def balance(b: dict) -> str:
     """How the balance planner (engine.control.balance) steered the tracker."""
     return (f"planned ahead without the residual (predictive sampling, engine/control/balance.py): "
             f"{b['plans']} plans of {b['candidates']} candidates{widened(b)} {b['horizon_s']:g} s ahead{halved(b)}{searched(b)}; the last plan kept "
-            f"{100 * b['kept_share']:.0f} % of the time, no offsets {100 * b['no_offset_share']:.0f} %; offsets "
+            f"{100 * b['kept_share']:.0f} % of the time{unsearched(b)}, no offsets {100 * b['no_offset_share']:.0f} %; offsets "
             f"{b['offset_deg_mean']:.1f} deg on average ({b['offset_deg_max']:.0f} at most)"
             + (f"; {b['workers_lost']}" if b.get("workers_lost") else ""))
 
@@ -93,6 +93,15 @@ def widened(b: dict) -> str:
     if not n:
         return ""
     return f" ({b['widen']} more at {n} of them)"
+
+
+def unsearched(b: dict) -> str:
+    """' (unsearched at 250, where it cost under 1x the recent median)' where the planner kept
+    its last plan without playing the others (BalanceParams.keep_below, eq. 7)."""
+    n = b.get("kept_cheap")  # takes before 2026-12-07: none
+    if not n:
+        return ""
+    return f" (unsearched at {n}, where it cost under {b['keep_below']:g}x the recent median)"
 
 
 def searched(b: dict) -> str:

@@ -103,6 +103,10 @@ class BalanceParams:
     # walk it on three of three: not the default (docs/research/balance.md, thirty-ninth session)
     widen: int = 0
     widen_above: float = 1.5
+    # eq. (7): where the last plan, continued (only `replan` new steps), costs at most
+    # `keep_below` times the median of the last EXTRA_MEMORY decisions' cheapest, it is kept
+    # and no other candidate is played; 0: never (docs/research/balance.md, fortieth session)
+    keep_below: float = 0.0
     horizon: int = 96  # physics steps each is played ahead (0.8 s; 0.5 s fell)
     # physics steps after the horizon that a rollout's cost stands for, at the mean cost of its
     # last `replan` steps (eq. 3): a shorter horizon that still weighs where the body is going
@@ -140,6 +144,7 @@ class BalanceParams:
     workers: int = 0  # processes playing the candidates (0: this process; the take is the same)
     w_height: float = 100.0  # per m^2 of pelvis height error (eq. 1)
     w_tilt: float = 10.0  # per rad^2 of pelvis roll and pitch error
+    w_trunk: float = 0.0  # per rad^2 of the torso's world roll and pitch error (eq. 1)
     w_speed: float = 1.0  # per (m/s)^2 of horizontal root velocity error (against eq. 2's v*)
     path_time: float = 1.0  # s: eq. (2), the root is steered back onto the clip's path in this time
     # m/s: eq. (2), the most it is asked to go faster or slower than the clip; it binds where
@@ -167,6 +172,9 @@ class BalanceParams:
             v = getattr(self, name)
             if not (isinstance(v, (int, np.integer)) and v >= 0):
                 raise ParameterError(f"balance.{name}", f"must be a whole number >= 0, got {v!r}")
+        if not (isinstance(self.keep_below, (int, float)) and np.isfinite(self.keep_below) and self.keep_below >= 0):
+            raise ParameterError("balance.keep_below", f"must be a finite number >= 0 (times the recent decisions' "
+                                 f"median cost; 0: never), got {self.keep_below!r}")
         for name in ("extra_above", "widen_above"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 1):
@@ -186,7 +194,7 @@ class BalanceParams:
             if "fork" not in mp.get_all_start_methods():
                 raise ParameterError("balance.workers", f"{self.workers}: the planner forks its worker processes, "
                                      "and this system cannot fork; use 0 (plan in the take's process)")
-        for name in ("sigma", "sigma_min", "extra_sigma", "decay", "feedback", "w_height", "w_tilt", "w_speed", "path_speed", "w_joint", "w_offset",
+        for name in ("sigma", "sigma_min", "extra_sigma", "decay", "feedback", "w_height", "w_tilt", "w_trunk", "w_speed", "path_speed", "w_joint", "w_offset",
                      "fall_height", "fall_drop"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
@@ -290,6 +298,7 @@ class OffsetTracker(TrackingController):
         self.U, self.plan_start = np.zeros((balance.knots, len(self.dofs))), 0
         self._u_key, self._u = None, None  # the last offsets and the (step, plan) they are at (`offsets`)
         self.placement = None
+        self.trunk = Trunk(sim.rig) if balance.w_trunk else None
         if balance.feedback > 0:
             from .feedback import SwingPlacement
 
@@ -344,6 +353,31 @@ def pelvis_tilt_sq(q_ref: np.ndarray, q: np.ndarray) -> float:
     return (x * x + y * y) * scale * scale
 
 
+def _qmul(a, b) -> tuple:
+    """Hamilton product of two (w, x, y, z) quaternions, in floats."""
+    aw, ax, ay, az = a
+    bw, bx, by, bz = b
+    return (aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw)
+
+
+class Trunk:
+    """The torso's world orientation from a pose q (MuJoCo's qpos order): the root's
+    quaternion, then the spine's and the torso's ball joints (the model's bodies carry no rest
+    rotation: checked against MuJoCo's xquat in tests/test_balance.py)."""
+
+    def __init__(self, rig):
+        s, t = rig.body_index("Spine"), rig.body_index("Torso")
+        if rig.body_parent[t] != s or rig.body_parent[s] != 0 or rig.joint_type[s] != 1 or rig.joint_type[t] != 1:
+            raise ValueError("the trunk term needs Pelvis -> Spine -> Torso with ball joints")
+        self.spine, self.torso = int(rig.q_start[s]), int(rig.q_start[t])
+
+    def __call__(self, q) -> tuple:
+        a, b = self.spine, self.torso
+        f = [float(v) for v in q[3:7]] + [float(v) for v in q[a:a + 4]] + [float(v) for v in q[b:b + 4]]
+        return _qmul(_qmul(f[0:4], f[4:8]), f[8:12])
+
+
 def rollout_cost(sim, ctl: OffsetTracker) -> float:
     """Eq. (1) at the shadow's present state, against the reference as the tracker plays it
     (its pace; without the offsets)."""
@@ -354,8 +388,11 @@ def rollout_cost(sim, ctl: OffsetTracker) -> float:
     vx, vy = path_velocity(q, q_ref, v_ref, b)
     dvx, dvy = qd[0] - vx, qd[1] - vy
     err = joint_errors_deg(sim.rig, ctl.plan.space.diff(q, q_ref)) / 10.0
-    return (b.w_height * (q[2] - q_ref[2]) ** 2 + b.w_tilt * pelvis_tilt_sq(q_ref[3:7], q[3:7])
-            + b.w_speed * float(dvx * dvx + dvy * dvy) + b.w_joint * err * err + b.w_offset * float(u @ u))
+    c = (b.w_height * (q[2] - q_ref[2]) ** 2 + b.w_tilt * pelvis_tilt_sq(q_ref[3:7], q[3:7])
+         + b.w_speed * float(dvx * dvx + dvy * dvy) + b.w_joint * err * err + b.w_offset * float(u @ u))
+    if b.w_trunk:
+        c += b.w_trunk * pelvis_tilt_sq(ctl.trunk(q_ref), ctl.trunk(q))
+    return c
 
 
 @dataclass
@@ -557,6 +594,7 @@ class BalancePlanner(OffsetTracker):
         self._recent = []  # the last decisions' cheapest costs (extra)
         self.searched_more = self.found_more = 0
         self.widened_n = 0  # decisions that played `widen` more candidates (eq. 6)
+        self.kept_cheap = 0  # decisions that kept the last plan without playing the others (eq. 7)
         self.offset_sum, self.offset_max = 0.0, 0.0  # rad: mean |offset| at each plan's start
 
     def candidates(self, now: int) -> list[np.ndarray]:
@@ -588,6 +626,13 @@ class BalancePlanner(OffsetTracker):
             return self.halved(snap, plans, now, trace)
         first = int(trace is not None)
         rest, pending, parts = plans[first:], None, None
+        if trace is not None and self.balance.keep_below:  # eq. (7): the last plan first, kept where it is cheap
+            costs[0] = self._continued(trace, plans[0], now)
+            median = self._recent_median()
+            if median is not None and costs[0] <= self.balance.keep_below * median:
+                self.kept_cheap += 1
+                return costs
+            bound, trace = min(bound, costs[0]), None
         if self._pool is not None:  # one plan a job, taken in order by whichever worker is free:
             self._shared_best.value = bound  # the likely cheap plans first, so their costs bound the rest
             pending = self._deal(now, lambda: [self._pool.submit(_worker_play, (snap, [U], now)) for U in rest])
@@ -797,6 +842,7 @@ class BalancePlanner(OffsetTracker):
         n, b = max(self.plans, 1), self.balance
         return dict(plans=self.plans, candidates=b.candidates, horizon_s=round(b.horizon * self.dt, 3),
                     widen=b.widen, widened=self.widened_n,
+                    keep_below=b.keep_below, kept_cheap=self.kept_cheap,
                     halving=list(b.halving),
                     rollout_steps=self.rollout_steps,
                     mean_best_cost=round(self.cost_sum / n, 3),
