@@ -2,7 +2,7 @@
 
     python benchmarks/balance_takes.py [--takes fresh,mixamo,push_fwd,...] [--seconds S] [--seeds 0,1,...]
                                        [--horizon STEPS --tail STEPS --candidates N --extra N --halving N,N,N
-                                        --feedback GAIN --widen N --widen-above X --keep-below X]
+                                        --feedback GAIN --widen N --widen-above X --keep-below X --antithetic 0|1]
                                        [--out FILE.md]
 
 Each take starts at the clip's first frame with no root residual, as `sinew simulate
@@ -15,12 +15,13 @@ engine/control/balance.py), --candidates its candidates, --halving the plans it 
 each round of successive halving, --extra the plans added where the cheapest turns costly
 (eq. 4 of engine/control/balance.py; 0: none), --widen and --widen-above the plans added
 where the candidates' cheapest costs more than that many times the recent median (eq. 6),
---keep-below the share of that median under which the last plan is kept unsearched (eq. 7)
-and --feedback the swing-foot placement's gain
-(engine/control/feedback.py), to measure a cheaper planner against the product's. Slow:
-~6-10 s a simulated second on the 2-core reference machine, so the full list (60 s walk,
-three pushes, a Mixamo-style copy, the walk mirrored, played at 0.65 and at 1.25 of its pace,
-the tired walk, 10 s of the bundled sprint) takes ~30 minutes; results are in
+--keep-below the share of that median under which the last plan is kept unsearched (eq. 7),
+--antithetic whether the noisy plans come in mirrored pairs, and --feedback the swing-foot
+placement's gain (engine/control/feedback.py), to measure a cheaper planner against the
+product's. Slow: ~6-10 s a simulated second on the 2-core reference machine, so the full list
+(60 s walk, three pushes, a Mixamo-style copy, the walk mirrored, played at 0.65 and at 1.25
+of its pace, the tired walk and its 0.85x CMU-named copy, 10 s of the bundled sprint) takes
+~40 minutes; results are in
 docs/research/balance.md (tenth session on).
 """
 import argparse
@@ -55,6 +56,9 @@ TAKES = {
     "slow_walk": ("slow", 10.0, 1.0, ()),
     "brisk_walk": ("brisk", 10.0, 1.0, ()),
     "tired": ("walk", 60.0, 50.0, ()),
+    # the tired minute on the walk slowed to 0.85x, at 60 fps with CMU's bone names: the draw
+    # that breaks cheaper searches (docs/research/balance.md, thirty-ninth session)
+    "tired_slow_cmu": ("slow_cmu", 60.0, 50.0, ()),
     "sprint": ("run", 10.0, 1.0, ()),
 }
 
@@ -65,7 +69,7 @@ def clip_path(kind: str, folder: Path) -> Path:
     from tests.clips import variant_file
 
     made = {"mixamo": dict(names="mixamo", fps=30, pose="T", pose_frames=1), "mirrored": dict(mirrored=True),
-            "slow": dict(tempo=0.65), "brisk": dict(tempo=1.25)}  # the bundled walk transformed
+            "slow": dict(tempo=0.65), "brisk": dict(tempo=1.25), "slow_cmu": dict(tempo=0.85, fps=60, names="cmu")}  # the bundled walk transformed
     return variant_file(folder, "walk", **made[kind])
 
 
@@ -95,6 +99,8 @@ def main() -> int:
     ap.add_argument("--keep-below", type=float, default=None,
                     help="eq. 7: keep the last plan, unsearched, where it costs at most this x the recent median "
                          "(0: never; default: the product's)")
+    ap.add_argument("--antithetic", type=int, choices=(0, 1), default=None,
+                    help="1: the noisy plans in mirrored pairs (U + n, U - n); 0: each drawn alone (default: the product's)")
     ap.add_argument("--feedback", type=float, default=None, help="swing-foot placement gain, rad per m/s")
     ap.add_argument("--halving", default=None,
                     help="plans kept after each successive-halving round, comma-separated ('' for none; default: the product's)")
@@ -108,11 +114,12 @@ def main() -> int:
     balance, residual = check_balance("tracking", True, None, a.workers)
     halving = None if a.halving is None else tuple(int(n) for n in a.halving.split(",") if n.strip())
     chosen = dict(horizon=a.horizon, tail=a.tail, candidates=a.candidates, extra=a.extra, feedback=a.feedback,
-                  halving=halving, widen=a.widen, widen_above=a.widen_above, keep_below=a.keep_below)
+                  halving=halving, widen=a.widen, widen_above=a.widen_above, keep_below=a.keep_below,
+                  antithetic=None if a.antithetic is None else bool(a.antithetic))
     balance = dataclasses.replace(balance, **{k: v for k, v in chosen.items() if v is not None})
     print(f"planner: horizon {balance.horizon} steps, tail {balance.tail}, {balance.candidates} candidates "
           f"(+{balance.widen} above {balance.widen_above:g}x the median, +{balance.extra} where hard, "
-          f"the last plan kept below {balance.keep_below:g}x), "
+          f"the last plan kept below {balance.keep_below:g}x{', antithetic pairs' if balance.antithetic else ''}), "
           f"feedback {balance.feedback:g}, halving {balance.halving}", flush=True)
     rows = ["| take | seed | seconds | result | joint error | speed, last quarter (reference) | "
             "rollout steps a step | s a simulated s |", "|---|---|---|---|---|---|---|---|"]

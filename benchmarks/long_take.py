@@ -23,8 +23,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import numpy as np  # noqa: E402
-
 from engine.fatigue import FatigueParams  # noqa: E402
 from engine.rig import load_rig  # noqa: E402
 from engine.take import _ARRAYS as ARRAYS, load_take, simulate  # noqa: E402

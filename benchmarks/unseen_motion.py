@@ -1,7 +1,7 @@
 """Benchmark: motion nobody here tuned for (issue 44), played as a user plays it.
 
     python benchmarks/unseen_motion.py [--clips cmu_walk,kick,...] [--seconds own|S] [--seed N] [--out FILE.md]
-                                       [--candidates N --widen N --widen-above X --keep-below X]
+                                       [--candidates N --widen N --widen-above X --keep-below X --antithetic 0|1]
 
 Every clip of the corpus in ../shared (the MASS clips beyond the bundled walk, the CMU walk
 and run, the Mixamo-named fixture) and transformed copies of them that stand for the defects
@@ -101,6 +101,8 @@ def main() -> int:
     ap.add_argument("--widen-above", type=float, default=None, help="eq. 6's bar, times the recent median")
     ap.add_argument("--keep-below", type=float, default=None,
                     help="eq. 7: keep the last plan, unsearched, where it costs at most this x the recent median")
+    ap.add_argument("--antithetic", type=int, choices=(0, 1), default=None,
+                    help="1: the noisy plans in mirrored pairs; 0: each drawn alone (default: the product's)")
     ap.add_argument("--out", default=None, help="also write the table to this markdown file")
     a = ap.parse_args()
     from engine.control.plan import load_clip
@@ -109,7 +111,8 @@ def main() -> int:
 
     rig = load_rig()
     balance, residual = check_balance("tracking", True, None, a.workers)
-    chosen = dict(candidates=a.candidates, widen=a.widen, widen_above=a.widen_above, keep_below=a.keep_below)
+    chosen = dict(candidates=a.candidates, widen=a.widen, widen_above=a.widen_above, keep_below=a.keep_below,
+                  antithetic=None if a.antithetic is None else bool(a.antithetic))
     balance = dataclasses.replace(balance, **{k: v for k, v in chosen.items() if v is not None})
     rows = ["| clip | kind | seconds | result | joint error | root error | waited (ran on) | checks | not a loop "
             "| s a simulated s |", "|---|---|---|---|---|---|---|---|---|---|"]

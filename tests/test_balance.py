@@ -476,47 +476,6 @@ def test_the_costs_pelvis_tilt_is_the_rotation_vectors_roll_and_pitch():
         assert pelvis_tilt_sq(a, b) == pytest.approx(float(want @ want), rel=1e-9, abs=1e-18)
 
 
-def test_the_costs_trunk_term_is_the_torsos_world_tilt_as_mujoco_poses_it(rig):
-    """Eq. (1)'s trunk term: the torso's world orientation composed from q (Trunk) is MuJoCo's
-    own (xquat after forward kinematics) for random poses, and w_trunk adds w_trunk times the
-    roll and pitch of the world-frame error between the reference's torso and the body's,
-    each posed by MuJoCo."""
-    import mujoco
-
-    from engine.control.balance import BalanceParams, OffsetTracker, Trunk, rollout_cost
-    from engine.transforms import quat_conjugate, quat_multiply, quat_normalize, quat_to_axis_angle
-
-    sim, plan = _walk_sim(rig, 1.0)
-    m, d = sim.physics.model, sim.physics.data
-    torso = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "Torso")
-    trunk, rng = Trunk(rig), np.random.default_rng(8)
-
-    def posed(q):
-        data = mujoco.MjData(m)
-        data.qpos[:] = q
-        mujoco.mj_kinematics(m, data)
-        return data.xquat[torso].copy()
-
-    for _ in range(20):
-        q = d.qpos.copy()
-        for a in (3, trunk.spine, trunk.torso):
-            q[a:a + 4] = quat_normalize(rng.normal(size=4))
-        want = posed(q)
-        assert np.allclose(trunk(q), want, atol=1e-12) or np.allclose(trunk(q), -want, atol=1e-12)
-    q, v = sim.physics.get_q()
-    q[trunk.spine:trunk.spine + 4] = quat_multiply(q[trunk.spine:trunk.spine + 4], [np.cos(0.05), np.sin(0.05), 0.0, 0.0])
-    sim.physics.set_q(q, v)  # the spine bent 0.1 rad forward of the reference's
-    costs = {}
-    for w in (0.0, 10.0):
-        b = BalanceParams(w_trunk=w)
-        ctl = OffsetTracker(sim, plan, TrackingParams(residual=0.0, balance=b), b)
-        costs[w] = rollout_cost(sim, ctl)
-    q_ref = ctl.reference(sim.steps)[0]
-    err = quat_to_axis_angle(quat_multiply(posed(q_ref), quat_conjugate(posed(sim.physics.get_q()[0]))))[:2]
-    assert costs[10.0] - costs[0.0] == pytest.approx(10.0 * float(err @ err), rel=1e-9)
-    assert float(err @ err) > 0.05 ** 2
-
-
 def test_a_real_capture_walks_on_its_path(rig):
     """The CMU walk (another person, another skeleton, 120 fps) played for its own length with
     no residual: the root stays on the clip's path. With the clip's velocity alone in the
@@ -775,3 +734,26 @@ def test_a_cheap_last_plan_is_kept_without_playing_the_others(rig):
     np.testing.assert_array_equal(kept.q[:i + 1], searched.q[:i + 1])
     assert m["rollout_steps"] < m0["rollout_steps"]
     assert f"unsearched at {m['kept_cheap']}" in balance(m) and "unsearched" not in balance(m0)
+
+
+def test_antithetic_candidates_come_in_mirrored_pairs_about_the_decayed_plan(rig):
+    """BalanceParams.antithetic: the noisy candidates are decay x the shifted plan plus n_k and
+    minus n_k, a pair at each scale from sigma_min to sigma (an odd count drops the last
+    mirror); the shifted plan and no offsets lead as before."""
+    from engine.control.balance import BalanceParams, BalancePlanner
+
+    sim, plan = _walk_sim(rig, 1.0)
+    for n in (8, 7):
+        b = BalanceParams(candidates=n, antithetic=True)
+        ctl = BalancePlanner(sim, plan, TrackingParams(residual=0.0, balance=b), b, seed=1)
+        ctl.U = np.full_like(ctl.U, 0.02)
+        plans = ctl.candidates(0)
+        assert len(plans) == n and np.array_equal(plans[0], ctl.U) and not plans[1].any()
+        noise = np.array(plans[2:]) - b.decay * ctl.U
+        pairs = (n - 2) // 2
+        for k in range(pairs):
+            np.testing.assert_allclose(noise[2 * k], -noise[2 * k + 1], atol=1e-15)
+        rms = np.sqrt((noise ** 2).reshape(n - 2, -1).mean(axis=1))
+        assert rms[0] < rms[-1] and np.all((rms > 0.6 * b.sigma_min) & (rms < 1.4 * b.sigma))
+        assert not np.allclose(noise[0], noise[2])  # pairs are drawn afresh
+        ctl.close()

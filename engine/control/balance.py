@@ -107,6 +107,7 @@ class BalanceParams:
     # `keep_below` times the median of the last EXTRA_MEMORY decisions' cheapest, it is kept
     # and no other candidate is played; 0: never (docs/research/balance.md, fortieth session)
     keep_below: float = 0.0
+    antithetic: bool = False  # the noisy plans in mirrored pairs (U + n, U - n) at one scale each
     horizon: int = 96  # physics steps each is played ahead (0.8 s; 0.5 s fell)
     # physics steps after the horizon that a rollout's cost stands for, at the mean cost of its
     # last `replan` steps (eq. 3): a shorter horizon that still weighs where the body is going
@@ -144,7 +145,6 @@ class BalanceParams:
     workers: int = 0  # processes playing the candidates (0: this process; the take is the same)
     w_height: float = 100.0  # per m^2 of pelvis height error (eq. 1)
     w_tilt: float = 10.0  # per rad^2 of pelvis roll and pitch error
-    w_trunk: float = 0.0  # per rad^2 of the torso's world roll and pitch error (eq. 1)
     w_speed: float = 1.0  # per (m/s)^2 of horizontal root velocity error (against eq. 2's v*)
     path_time: float = 1.0  # s: eq. (2), the root is steered back onto the clip's path in this time
     # m/s: eq. (2), the most it is asked to go faster or slower than the clip; it binds where
@@ -194,7 +194,7 @@ class BalanceParams:
             if "fork" not in mp.get_all_start_methods():
                 raise ParameterError("balance.workers", f"{self.workers}: the planner forks its worker processes, "
                                      "and this system cannot fork; use 0 (plan in the take's process)")
-        for name in ("sigma", "sigma_min", "extra_sigma", "decay", "feedback", "w_height", "w_tilt", "w_trunk", "w_speed", "path_speed", "w_joint", "w_offset",
+        for name in ("sigma", "sigma_min", "extra_sigma", "decay", "feedback", "w_height", "w_tilt", "w_speed", "path_speed", "w_joint", "w_offset",
                      "fall_height", "fall_drop"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
@@ -298,7 +298,6 @@ class OffsetTracker(TrackingController):
         self.U, self.plan_start = np.zeros((balance.knots, len(self.dofs))), 0
         self._u_key, self._u = None, None  # the last offsets and the (step, plan) they are at (`offsets`)
         self.placement = None
-        self.trunk = Trunk(sim.rig) if balance.w_trunk else None
         if balance.feedback > 0:
             from .feedback import SwingPlacement
 
@@ -353,31 +352,6 @@ def pelvis_tilt_sq(q_ref: np.ndarray, q: np.ndarray) -> float:
     return (x * x + y * y) * scale * scale
 
 
-def _qmul(a, b) -> tuple:
-    """Hamilton product of two (w, x, y, z) quaternions, in floats."""
-    aw, ax, ay, az = a
-    bw, bx, by, bz = b
-    return (aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw)
-
-
-class Trunk:
-    """The torso's world orientation from a pose q (MuJoCo's qpos order): the root's
-    quaternion, then the spine's and the torso's ball joints (the model's bodies carry no rest
-    rotation: checked against MuJoCo's xquat in tests/test_balance.py)."""
-
-    def __init__(self, rig):
-        s, t = rig.body_index("Spine"), rig.body_index("Torso")
-        if rig.body_parent[t] != s or rig.body_parent[s] != 0 or rig.joint_type[s] != 1 or rig.joint_type[t] != 1:
-            raise ValueError("the trunk term needs Pelvis -> Spine -> Torso with ball joints")
-        self.spine, self.torso = int(rig.q_start[s]), int(rig.q_start[t])
-
-    def __call__(self, q) -> tuple:
-        a, b = self.spine, self.torso
-        f = [float(v) for v in q[3:7]] + [float(v) for v in q[a:a + 4]] + [float(v) for v in q[b:b + 4]]
-        return _qmul(_qmul(f[0:4], f[4:8]), f[8:12])
-
-
 def rollout_cost(sim, ctl: OffsetTracker) -> float:
     """Eq. (1) at the shadow's present state, against the reference as the tracker plays it
     (its pace; without the offsets)."""
@@ -388,11 +362,8 @@ def rollout_cost(sim, ctl: OffsetTracker) -> float:
     vx, vy = path_velocity(q, q_ref, v_ref, b)
     dvx, dvy = qd[0] - vx, qd[1] - vy
     err = joint_errors_deg(sim.rig, ctl.plan.space.diff(q, q_ref)) / 10.0
-    c = (b.w_height * (q[2] - q_ref[2]) ** 2 + b.w_tilt * pelvis_tilt_sq(q_ref[3:7], q[3:7])
-         + b.w_speed * float(dvx * dvx + dvy * dvy) + b.w_joint * err * err + b.w_offset * float(u @ u))
-    if b.w_trunk:
-        c += b.w_trunk * pelvis_tilt_sq(ctl.trunk(q_ref), ctl.trunk(q))
-    return c
+    return (b.w_height * (q[2] - q_ref[2]) ** 2 + b.w_tilt * pelvis_tilt_sq(q_ref[3:7], q[3:7])
+            + b.w_speed * float(dvx * dvx + dvy * dvy) + b.w_joint * err * err + b.w_offset * float(u @ u))
 
 
 @dataclass
@@ -609,9 +580,15 @@ class BalancePlanner(OffsetTracker):
 
     def _noise(self, n: int, top: float, shape: tuple) -> np.ndarray:
         """n plans' offsets of Gaussian noise from the take's seed, the k-th scaled by the k-th
-        of n steps from sigma_min to `top` (rad)."""
-        scale = np.linspace(self.balance.sigma_min, top, n)[:, None, None]
-        return scale * self.rng.standard_normal((n,) + shape)
+        of n steps from sigma_min to `top` (rad); with `antithetic`, in pairs n_k, -n_k at one
+        scale each."""
+        if not self.balance.antithetic:
+            scale = np.linspace(self.balance.sigma_min, top, n)[:, None, None]
+            return scale * self.rng.standard_normal((n,) + shape)
+        m = (n + 1) // 2
+        z = self.rng.standard_normal((m,) + shape)
+        pairs = np.stack([z, -z], axis=1).reshape((2 * m,) + shape)[:n]
+        return np.repeat(np.linspace(self.balance.sigma_min, top, m), 2)[:n, None, None] * pairs
 
     def costs(self, snap: dict, plans: list[np.ndarray], now: int, bound: float = np.inf) -> list[float]:
         """Eq. (1) summed over the horizon for every plan, from the snapshot; the nominal
