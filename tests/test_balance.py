@@ -757,3 +757,28 @@ def test_antithetic_candidates_come_in_mirrored_pairs_about_the_decayed_plan(rig
         assert rms[0] < rms[-1] and np.all((rms > 0.6 * b.sigma_min) & (rms < 1.4 * b.sigma))
         assert not np.allclose(noise[0], noise[2])  # pairs are drawn afresh
         ctl.close()
+
+
+def test_a_rollout_stops_once_the_offsets_ahead_would_take_it_past_the_best(rig, monkeypatch):
+    """offset_costs_ahead is eq. (1)'s offset term summed over the steps after each one (read
+    at the physics step after it, as rollout_cost reads it), and a rollout stopped by it
+    could not have won: the take is the same to the bit as with the plain bound, in fewer
+    rollout steps."""
+    from engine.control import balance as bal
+    from engine.take import simulate
+
+    U = np.random.default_rng(3).normal(scale=0.1, size=(10, 10))
+    rest = bal.offset_costs_ahead(U, 24, 12, 0.1, 96)
+    terms = [0.1 * float(u @ u) for u in (bal.offsets_at(U, 24, 12, 24 + t + 1) for t in range(96))]
+    np.testing.assert_allclose(rest, [sum(terms[t + 1:]) for t in range(96)], rtol=1e-8, atol=1e-15)
+    assert rest[-1] == 0.0 and np.all(rest <= np.array([sum(terms[t + 1:]) for t in range(96)]))
+
+    def take():
+        return simulate(rig, [(MOTION_DIR / "walk.bvh", 0.5)], seed=1, fps=120, progress=lambda f: None,
+                        params=TrackingParams(residual=0.0, balance=bal.BalanceParams(candidates=6, horizon=36)))
+    ahead = take()
+    monkeypatch.setattr(bal, "offset_costs_ahead", lambda U, start, knot, w, until: np.zeros(until))
+    plain = take()
+    np.testing.assert_array_equal(ahead.q, plain.q)
+    np.testing.assert_array_equal(ahead.activation, plain.activation)
+    assert ahead.meta["balance"]["rollout_steps"] < plain.meta["balance"]["rollout_steps"]

@@ -286,6 +286,20 @@ def shift_plan(U: np.ndarray, start: int, knot: int, now: int) -> np.ndarray:
     return np.array([offsets_at(U, start, knot, now + j * knot) for j in range(len(U))])
 
 
+def offset_costs_ahead(U: np.ndarray, start: int, knot: int, w_offset: float, until: int) -> np.ndarray:
+    """rest[t]: eq. (1)'s offset term summed over a rollout's steps after its step t, up to
+    `until` (step t's cost is read at physics step start + t + 1). The plan fixes it before
+    the rollout is played and every other term is >= 0, so a rollout whose sum so far plus
+    rest[t] passes the cheapest plan found cannot win (`Shadow.play` stops it there); shrunk
+    by 1e-9 so that round-off never stops the plan that would win."""
+    d = np.arange(1, until + 1)
+    j = np.minimum(d // knot, len(U) - 2)
+    w = np.minimum((d - j * knot) / knot, 1.0)[:, None]
+    u = (1 - w) * U[j] + w * U[j + 1]
+    sq = w_offset * np.einsum("ij,ij->i", u, u)
+    return np.append(np.cumsum(sq[::-1])[::-1][1:], 0.0) * (1 - 1e-9)
+
+
 class OffsetTracker(TrackingController):
     """The tracker with its reference offset at `offset_dofs` by the plan (U, start): what the
     planner's rollouts and the take both run. With no plan (or zero offsets) it is the
@@ -425,9 +439,10 @@ class Shadow:
     def play(self, U: np.ndarray, start: int, bound: float = np.inf, resume: Trace | None = None,
              until: int | None = None) -> float:
         """Eq. (1) summed over the horizon with the plan (U, start), from the loaded state, and
-        eq. (3)'s tail; inf as soon as the sum passes `bound` or the workers' shared best (the
-        cheapest plan found so far: every term is >= 0, so this one cannot win, and the plan
-        chosen is the same as without the bound). A rollout played to its
+        eq. (3)'s tail; inf as soon as the sum, with the offsets' term still ahead
+        (`offset_costs_ahead`), passes `bound` or the workers' shared best (the cheapest plan
+        found so far: every term is >= 0, so this one cannot win, and the plan chosen is the
+        same as without the bound). A rollout played to its
         horizon, or to `until` steps after `start` (a halving round's end: the sum so far is
         returned), leaves its Trace in `trace`. `resume`: the loaded state is that Trace's end,
         and its costs from `start` on are this rollout's first steps (`resume`)."""
@@ -445,6 +460,7 @@ class Shadow:
             for c in costs:
                 total += c
             states = {k: v for k, v in resume.states.items() if k > start}
+        rest = offset_costs_ahead(U, start, b.knot, b.w_offset, until) if b.w_offset else np.zeros(until)
         clock, seconds = time.perf_counter, self.seconds
         for t in range(first, until):
             self.steps_played += 1
@@ -463,7 +479,8 @@ class Shadow:
             seconds["cost"] += clock() - t1
             if d.qpos[2] < b.fall_height and d.qpos[2] < ctl.reference(sim.steps)[0][2] - b.fall_drop:
                 return total + FALL_COST * (steps - t)
-            if total > bound or (shared is not None and total > shared.value):
+            least = total + rest[t]  # the least this plan's sum can come to (offset_costs_ahead)
+            if least > bound or (shared is not None and least > shared.value):
                 return np.inf
             costs.append(c)
             if (t + 1) % b.replan == 0 or t + 1 == b.horizon:
