@@ -47,6 +47,16 @@ of all goes on to eq. (4)
     U_k = decay U_0 + sigma_k n_k  (sigma_k from sigma_min to sigma), k = 1..widen
           when C(U*) > widen_above median(C*), or fewer than 5 decisions are behind           (6)
 
+Depth where a decision is cheap (`BalanceParams.keep_below`, off by default: measured in the
+fortieth session, and the tired 0.85x copy fell with it on one draw of two): the last plan,
+continued (`Trace`: only `replan` new steps), is played first, and where it costs at most
+keep_below times that median it is kept and no other candidate is played
+
+    U = U_0  when C(U_0) <= keep_below median(C*)                                            (7)
+
+`BalanceParams.antithetic` (off by default, measured there too) draws the noisy candidates in
+mirrored pairs, U + n_k and U - n_k at one scale.
+
 A teacher for a policy in this action space (training/dagger.py, action "offset";
 engine.control.offset_policy) asks instead for every candidate played to its horizon and their
 plans weighted as MPPI weighs them (Williams et al. 2017), lambda a share of the cheapest cost
@@ -62,7 +72,8 @@ Two savings that leave the take the same to the bit (thirty-second session): the
 is the next decision's nominal candidate, and where the take has followed it to the bit its
 rollout's last horizon - replan steps are that candidate's first, so only `replan` steps are
 played (`Trace`); and a rollout stops once its sum passes the cheapest plan played so far,
-which the workers share, each taking the next plan as it comes free.
+which the workers share, each taking the next plan as it comes free. (Its sum with the
+offsets' term still ahead, which the plan fixes before it is played: `offset_costs_ahead`.)
 
 Successive halving (`BalanceParams.halving`, off by default: it changes the take, and the
 tired minute fell with it) plays every sampled plan only to the end of a first round, the
