@@ -464,3 +464,17 @@ def test_a_resumed_run_says_which_settings_of_the_config_it_keeps_its_own(tmp_pa
     assert len(err) == 1 and "latent_dim: 8 -> 4" in err[0] and "w_target: 10.0 -> 3.0" in err[0], err
     ck = load_checkpoint(run)
     assert ck["iteration"] == 3 and ck["config"]["latent_dim"] == 8 and ck["config"]["w_target"] == 10.0
+
+
+def test_max_seconds_bounds_each_piece_of_a_run():
+    """max_seconds bounds a piece of a run (each `--resume` starts one): a run resumed after
+    28 rounds in 10,744 s under a 3-hour bound goes on, where the same run unbroken would stop
+    before a round that ends past it (the mean round, 384 s, is what one more is taken to
+    cost); 0 is no bound, and a run with no round behind it always starts one."""
+    from training.config import out_of_time
+
+    assert not out_of_time(10800.0, 10744.4, 10744.4, 28)  # just resumed: a new piece
+    assert out_of_time(10800.0, 10744.4, 0.0, 28)  # one piece: 10,744 + 384 > 10,800
+    assert not out_of_time(10800.0, 10400.0, 0.0, 28)  # 10,400 + 371 < 10,800
+    assert out_of_time(10800.0, 10744.4 + 10500.0, 10744.4, 56)  # the new piece's own 3 hours
+    assert not out_of_time(0.0, 1e9, 0.0, 28) and not out_of_time(10.0, 0.0, 0.0, 0)

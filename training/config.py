@@ -166,7 +166,9 @@ class TrainConfig:
     eval_seconds: float = 4.0
     eval_starts: list = field(default_factory=lambda: [0.0])  # start phases (fractions of the clip)
     eval_early_s: float = 1.0  # s: the "early" tracking figures average the first seconds of each start
-    max_seconds: float = 0.0       # stop (and checkpoint) once the run has taken this long; 0: no limit
+    # s: stop (and checkpoint) before a round or iteration, as long as the mean one so far, would
+    # take this piece of the run past this long; each `--resume` starts a new piece; 0: no limit
+    max_seconds: float = 0.0
     task: TaskConfig | None = None
     dagger: DaggerConfig | None = None
     path: str | None = None
@@ -428,3 +430,10 @@ def config_from_dict(d: dict) -> TrainConfig:
     if dagger:
         cfg.dagger = DaggerConfig(**dagger)
     return cfg
+
+
+def out_of_time(limit: float, seconds: float, piece_from: float, done: int) -> bool:
+    """Whether one more round (or iteration) of a run, as long as the mean of the `done` so far
+    (`seconds` in all), would take this piece of it (begun when the run had taken `piece_from`
+    seconds: a `--resume` starts a new piece) past `limit` seconds (max_seconds; 0: never)."""
+    return bool(limit) and done > 0 and (seconds - piece_from) + seconds / done > limit

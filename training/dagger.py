@@ -70,6 +70,7 @@ from engine.control.tracking import TrackingParams
 from engine.kinematics import joint_errors_deg
 from engine.take import is_down
 
+from .config import out_of_time
 from .model import Model
 from .networks import VAE
 from .torch_muscle import TorchMuscleSystem
@@ -596,6 +597,7 @@ class DaggerTrainer:
         total = self.d.rounds if rounds is None else int(rounds)
         self.stop = stop or self.stop
         write_text(self.out / "config.json", json.dumps(self.cfg.to_dict(), indent=1))
+        self._piece_from = self.seconds  # max_seconds bounds this piece of the run
         with Progress("DAgger rounds", max(total, 1)) as bar:
             while self.round < total and not self.stop.requested and not self._out_of_time():
                 self.step()
@@ -616,9 +618,8 @@ class DaggerTrainer:
                 "this round)")
 
     def _out_of_time(self) -> bool:
-        """Whether another round, as long as the mean round so far, would end past max_seconds."""
-        limit = self.cfg.max_seconds
-        return bool(limit) and self.round > 0 and self.seconds * (1 + 1 / self.round) > limit
+        """Whether another round would take this piece of the run past max_seconds (out_of_time)."""
+        return out_of_time(self.cfg.max_seconds, self.seconds, self._piece_from, self.round)
 
     def summary(self) -> dict:
         r = self.last

@@ -26,7 +26,7 @@ from engine.rig import load_rig
 
 from .buffer import Buffer, window_reference, window_state
 from .collect import CollectorPool, fatigue_curve, load_clip, random_fatigue
-from .config import TrainConfig, config_from_dict
+from .config import TrainConfig, config_from_dict, out_of_time as config_out_of_time
 from .log import EVAL_HORIZON, LOG, LOG_COLUMNS, PLOT, append_row, drop_rows_after, plot_log
 from .model import Model
 from .torch_muscle import TorchMuscleSystem
@@ -336,11 +336,11 @@ class Trainer:
         write_text(self.out / "config.json", json.dumps(cfg.to_dict(), indent=1))
         try:
             with Progress("training", max(total - self.iteration, 1)) as bar:
-                start = self.iteration
+                start, piece_from = self.iteration, self.seconds  # max_seconds bounds this piece of the run
                 while self.iteration < total and not self.stop.requested:
                     self.step()
                     bar.update(self.iteration - start)
-                    out_of_time = bool(cfg.max_seconds) and self.seconds >= cfg.max_seconds
+                    out_of_time = config_out_of_time(cfg.max_seconds, self.seconds, piece_from, self.iteration)
                     if (self.iteration % cfg.checkpoint_every == 0 or self.iteration == total or out_of_time
                             or self.stop.requested):
                         self.save()
