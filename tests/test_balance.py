@@ -514,7 +514,8 @@ def test_balance_options_are_checked(rig):
             BalanceParams(halving=halving).validate()
     for bad, says in ((dict(extra=-1), "whole number >= 0"), (dict(extra=2.5), "whole number"),
                       (dict(extra_above=0.5), ">= 1"), (dict(extra_above=float("inf")), "finite"),
-                      (dict(extra_sigma=-0.1), ">= 0")):
+                      (dict(extra_sigma=-0.1), ">= 0"), (dict(keep_below=-1.0), ">= 0"),
+                      (dict(keep_below=float("nan")), "finite")):
         with pytest.raises(ParameterError, match=f"'balance.{next(iter(bad))}': .*{says}"):
             BalanceParams(**bad).validate()
     with pytest.raises(ParameterError, match="--residual"):

@@ -183,9 +183,6 @@ class BalanceParams:
             v = getattr(self, name)
             if not (isinstance(v, (int, np.integer)) and v >= 0):
                 raise ParameterError(f"balance.{name}", f"must be a whole number >= 0, got {v!r}")
-        if not (isinstance(self.keep_below, (int, float)) and np.isfinite(self.keep_below) and self.keep_below >= 0):
-            raise ParameterError("balance.keep_below", f"must be a finite number >= 0 (times the recent decisions' "
-                                 f"median cost; 0: never), got {self.keep_below!r}")
         for name in ("extra_above", "widen_above"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 1):
@@ -205,8 +202,8 @@ class BalanceParams:
             if "fork" not in mp.get_all_start_methods():
                 raise ParameterError("balance.workers", f"{self.workers}: the planner forks its worker processes, "
                                      "and this system cannot fork; use 0 (plan in the take's process)")
-        for name in ("sigma", "sigma_min", "extra_sigma", "decay", "feedback", "w_height", "w_tilt", "w_speed", "path_speed", "w_joint", "w_offset",
-                     "fall_height", "fall_drop"):
+        for name in ("keep_below", "sigma", "sigma_min", "extra_sigma", "decay", "feedback", "w_height", "w_tilt",
+                     "w_speed", "path_speed", "w_joint", "w_offset", "fall_height", "fall_drop"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
                 raise ParameterError(f"balance.{name}", f"must be a finite number >= 0, got {v!r}")
