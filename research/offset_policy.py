@@ -7,7 +7,7 @@
 
 The learner: every `replan` steps (0.1 s) it maps what it observes - the policy's state and
 fatigue features (engine.control.policy), the reference 0.1 s on as target features, and the
-offsets it is playing now - to the first two knots of a plan (the 10 offsets of
+offsets it is playing now - to the first two knots of a plan (the offsets of
 engine/control/balance.py offset_dofs now and 0.1 s on), and the tracker plays its reference
 with the offsets linear in between and held after: the planner's action space, decided by a
 map instead of a search (in 0.1 s a plan's first two knots are all that is played).

@@ -91,6 +91,31 @@ def test_offset_plans_are_piecewise_linear_and_shift_in_time():
     assert np.allclose(V[-1], U[-1])
 
 
+def test_the_planners_offsets_pitch_roll_and_yaw_the_legs_as_named(rig):
+    """Each offset DOF turns its body about the axis its name says: the hips' and ankles' pitch
+    about the character's left-right (world x at rest), roll about its forward axis (y) and the
+    hips' yaw about the vertical (z), which turns the foot's toe line (a turning step)."""
+    from engine.control.balance import offset_dofs
+    from engine.control.plan import QSpace
+    from engine.kinematics import forward_kinematics, q_to_pose, rest_q
+    from engine.transforms import matrix_to_axis_angle
+
+    plain, yawed = offset_dofs(rig), offset_dofs(rig, hips_yaw=True)
+    assert len(plain) == 10 and list(yawed[:10]) == list(plain) and len(yawed) == 12
+    space, q0 = QSpace(rig), rest_q(rig)
+    rest_rot = forward_kinematics(rig, *q_to_pose(rig, q0))[2]
+    bodies = ["FemurR", "FemurL", "TalusR", "TalusL"]
+    names = [(b, k) for b in bodies for k in (0, 1)] + [("Spine", 0), ("Spine", 1), ("FemurR", 2), ("FemurL", 2)]
+    for dof, (body, axis) in zip(yawed, names):
+        dv = np.zeros(rig.num_dofs)
+        dv[dof] = 0.2
+        rot = forward_kinematics(rig, *q_to_pose(rig, space.add(q0, dv)))[2]
+        foot = rig.body_index("Talus" + body[-1]) if body != "Spine" else rig.body_index("Head")
+        w = matrix_to_axis_angle(rot[foot] @ rest_rot[foot].T)
+        assert np.linalg.norm(w) == pytest.approx(0.2, abs=1e-9)
+        assert abs(w[axis]) == pytest.approx(0.2, abs=1e-9), (body, axis, w)
+
+
 def _walk_sim(rig, seconds):
     from engine.control.plan import MotionPlan, load_clip
     from engine.simulation import Simulation
@@ -444,7 +469,7 @@ def test_candidates_spread_their_noise_from_sigma_min_to_sigma(rig):
     noise = plans[2:] - b.decay * ctl.U
     spread = noise.reshape(len(noise), -1).std(axis=1)
     want = np.linspace(0.02, 0.12, 40)
-    assert np.all(np.abs(spread / want - 1) < 0.35)  # 100 draws each (10 knots x 10 DOFs): ~7 % sampling error
+    assert np.all(np.abs(spread / want - 1) < 0.35)  # 120 draws each (10 knots x 12 DOFs): ~6 % sampling error
     slope = np.polyfit(want, spread, 1)[0]
     assert 0.85 < slope < 1.15
     ctl.close()

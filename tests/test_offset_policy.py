@@ -64,7 +64,8 @@ def test_a_policy_of_zero_offsets_is_the_tracker_alone_bit_for_bit(tmp_path, rig
 
     rig = rig.with_strength(3.0)
     pf = _zero_policy(tmp_path)
-    assert pf.action_kind == "offset" and pf.period == 12 and len(pf.meta["offsets"]["dofs"]) == 10
+    assert pf.action_kind == "offset" and pf.period == 12 and len(pf.meta["offsets"]["dofs"]) == 12  # with the hips' yaw
+    assert pf.meta["offsets"]["hips_yaw"] is True
     sim_a, plan_a = _walk_sim(rig)
     ctl = OffsetPolicyController(pf, sim_a, plan_a)
     sim_b, plan_b = _walk_sim(rig)
@@ -150,11 +151,12 @@ def test_an_offset_run_labels_fits_exports_and_plays(tmp_path, rig):
         np.mean([float(v) for v in by_world[:2]]), abs=0.01)
     assert f"by world: {row['eval_stood_by_world_s']} s; new labels 2 2 0 0" in out.stderr
     with np.load(run / "labels.npz") as f:
-        assert f["state"].shape == (4, state_size(rig.num_bodies) + 10) and f["label"].shape == (4, 20)
+        D = 12  # offsets: the hips' and ankles' pitch and roll, the spine's, the hips' yaw
+        assert f["state"].shape == (4, state_size(rig.num_bodies) + D) and f["label"].shape == (4, 2 * D)
         assert 0 < np.abs(f["label"]).max() < 1.0  # rad: the planner's offsets, a few degrees
         # round 0 plays the teacher: a decision later the offsets observed are its plan's second knot
         assert np.array_equal(f["episode"][:, 1], [0, 0, 1, 1])
-        assert np.array_equal(f["state"][[1, 3], -10:], f["label"][[0, 2], 10:])
+        assert np.array_equal(f["state"][[1, 3], -D:], f["label"][[0, 2], D:])
     out = subprocess.run(cmd + ["export-policy", str(run), "--out", str(pol), "--json"], cwd=REPO,
                          capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -177,6 +179,11 @@ def test_offset_policies_and_runs_that_do_not_fit_are_refused(tmp_path, rig):
     sim, plan = _walk_sim(rig.with_strength(3.0))
     with pytest.raises(ParameterError, match="offsets at DOFs"):
         OffsetPolicyController(PolicyFile(meta, pf.arrays), sim, plan)
+    # a file from before the hips' yaw was sampled (no "hips_yaw", 10 offsets) is read as such
+    old = json.loads(json.dumps(pf.meta))
+    del old["offsets"]["hips_yaw"]
+    old["offsets"]["dofs"] = old["offsets"]["dofs"][:10]
+    assert len(OffsetPolicyController(PolicyFile(old, pf.arrays), sim, plan).tracker.dofs) == 10
     # a file whose meta lacks the offsets is refused naming the file
     from engine.control.policy import load_policy
 

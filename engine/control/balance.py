@@ -5,8 +5,8 @@ accelerations and solves for them, blind to where the body will be a second late
 no residual to hold the root a walk falls within ~3 s. This layer plans ahead (MuJoCo MPC's
 predictive sampling, Howell et al. 2022, "Predictive Sampling: Real-time Behaviour Synthesis
 with MuJoCo"): it steers the tracker by a few offsets added to its reference - both hips'
-and both ankles' pitch and roll, the spine's pitch and roll, optionally both knees' flexion -,
-piecewise linear in time with a knot every `knot` steps.
+and both ankles' pitch and roll, the spine's pitch and roll, both hips' yaw, optionally both
+knees' flexion -, piecewise linear in time with a knot every `knot` steps.
 
 Every `replan` steps, `candidates` offset plans are played `horizon` steps ahead on a shadow
 of the simulation (the same MuJoCo model, muscles, 3CC-r state, pace and solver warm start;
@@ -141,6 +141,11 @@ class BalanceParams:
     # (docs/research/balance.md, thirty-third session)
     halving: tuple = ()
     knees: bool = False  # sample both knees' flexion too (a lower, bent-kneed gait)
+    # sample both hips' yaw too (the thigh turned about the vertical): nothing else the planner
+    # samples turns the legs, which a turning walk and a walk knocked sideways both need (the
+    # CMU walk's bone-axes 30 fps copy crabbed 73 cm off its path without it, 9 cm with it:
+    # docs/research/balance.md, fortieth and forty-first sessions)
+    hips_yaw: bool = True
     # more search where the going gets hard (eq. 4): when a decision's cheapest plan costs
     # `extra_above` times the median of the last EXTRA_MEMORY decisions' (a turn coming, a
     # shove) and no fall, `extra` more plans are tried about it with noise from sigma_min to
@@ -264,17 +269,19 @@ def default_workers() -> int:
         return max(os.cpu_count() or 1, 1)
 
 
-def offset_dofs(rig, knees: bool = False) -> np.ndarray:
+def offset_dofs(rig, knees: bool = False, hips_yaw: bool = False) -> np.ndarray:
     """The DOFs the planner offsets: each joint's first DOF + axis (0: its local x, pitch;
-    1: its local y, roll; the rig's joint frames are world-aligned at rest, x the character's
-    left): hips and ankles pitch and roll, the spine's pitch and roll, and with `knees` both
-    knees' flexion."""
+    1: its local y, roll; 2: its local z, yaw; the rig's joint frames are world-aligned at
+    rest, x the character's left, z up): hips and ankles pitch and roll, the spine's pitch and
+    roll, with `knees` both knees' flexion and with `hips_yaw` both hips' yaw."""
     def dof(body: str, axis: int) -> int:
         return int(rig.dof_start[rig.body_index(body)]) + axis
 
     dofs = [dof(b, k) for b in ("FemurR", "FemurL", "TalusR", "TalusL") for k in (0, 1)] + [dof("Spine", 0), dof("Spine", 1)]
     if knees:
         dofs += [dof("TibiaR", 0), dof("TibiaL", 0)]
+    if hips_yaw:
+        dofs += [dof("FemurR", 2), dof("FemurL", 2)]
     return np.array(dofs)
 
 
@@ -316,7 +323,7 @@ class OffsetTracker(TrackingController):
     def __init__(self, sim, plan, params, balance: BalanceParams):
         super().__init__(sim, plan, params)
         self.balance = balance
-        self.dofs = offset_dofs(sim.rig, balance.knees)
+        self.dofs = offset_dofs(sim.rig, balance.knees, balance.hips_yaw)
         self.U, self.plan_start = np.zeros((balance.knots, len(self.dofs))), 0
         self._u_key, self._u = None, None  # the last offsets and the (step, plan) they are at (`offsets`)
         self.placement = None

@@ -45,8 +45,8 @@ def offset_meta(rig, balance, smooth: float) -> dict:
     controller): the offset DOFs, the knot spacing and the tracker's smoothing weight."""
     from .balance import offset_dofs
 
-    return dict(dofs=[int(i) for i in offset_dofs(rig, balance.knees)], knot=int(balance.knot),
-                knees=bool(balance.knees), smooth=float(smooth))
+    return dict(dofs=[int(i) for i in offset_dofs(rig, balance.knees, balance.hips_yaw)], knot=int(balance.knot),
+                knees=bool(balance.knees), hips_yaw=bool(balance.hips_yaw), smooth=float(smooth))
 
 
 def held_plan(y: np.ndarray, knots: int) -> np.ndarray:
@@ -100,7 +100,9 @@ class OffsetPolicyController(Controller):
             raise ParameterError("mode", f"{mode!r}: an offset policy (action 'offset') steers a clip's "
                                  "reference; it plays mode 'track' only")
         om = pf.meta["offsets"]
-        balance = BalanceParams(knot=int(om["knot"]), replan=pf.period, knees=bool(om["knees"]))
+        # a file from before the hips' yaw was sampled records no "hips_yaw": its 10 offsets
+        balance = BalanceParams(knot=int(om["knot"]), replan=pf.period, knees=bool(om["knees"]),
+                                hips_yaw=bool(om.get("hips_yaw", False)))
         have = offset_meta(sim.rig, balance, 0.0)["dofs"]
         if list(om["dofs"]) != have:
             raise ParameterError("policy", f"offsets at DOFs {om['dofs']}, this engine offsets {have}: "
