@@ -101,8 +101,8 @@ def main() -> int:
                          "(0: never; default: the product's)")
     ap.add_argument("--antithetic", type=int, choices=(0, 1), default=None,
                     help="1: the noisy plans in mirrored pairs (U + n, U - n); 0: each drawn alone (default: the product's)")
-    ap.add_argument("--hips-yaw", type=int, choices=(0, 1), default=None,
-                    help="1: the planner samples both hips' yaw too; 0: not (default: the product's)")
+    ap.add_argument("--hips-yaw", type=float, default=None,
+                    help="the hips' yaw noise, times the other offsets' (0: not sampled; default: the product's)")
     ap.add_argument("--feedback", type=float, default=None, help="swing-foot placement gain, rad per m/s")
     ap.add_argument("--halving", default=None,
                     help="plans kept after each successive-halving round, comma-separated ('' for none; default: the product's)")
@@ -118,12 +118,12 @@ def main() -> int:
     chosen = dict(horizon=a.horizon, tail=a.tail, candidates=a.candidates, extra=a.extra, feedback=a.feedback,
                   halving=halving, widen=a.widen, widen_above=a.widen_above, keep_below=a.keep_below,
                   antithetic=None if a.antithetic is None else bool(a.antithetic),
-                  hips_yaw=None if a.hips_yaw is None else bool(a.hips_yaw))
+                  hips_yaw=a.hips_yaw)
     balance = dataclasses.replace(balance, **{k: v for k, v in chosen.items() if v is not None})
     print(f"planner: horizon {balance.horizon} steps, tail {balance.tail}, {balance.candidates} candidates "
           f"(+{balance.widen} above {balance.widen_above:g}x the median, +{balance.extra} where hard, "
           f"the last plan kept below {balance.keep_below:g}x{', antithetic pairs' if balance.antithetic else ''}"
-          f"{', the hips yaw sampled' if balance.hips_yaw else ''}), "
+          f"{f', the hips yaw at {balance.hips_yaw:g}x' if balance.hips_yaw else ''}), "
           f"feedback {balance.feedback:g}, halving {balance.halving}", flush=True)
     rows = ["| take | seed | seconds | result | joint error | speed, last quarter (reference) | "
             "rollout steps a step | s a simulated s |", "|---|---|---|---|---|---|---|---|"]

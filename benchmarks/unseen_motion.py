@@ -103,8 +103,8 @@ def main() -> int:
                     help="eq. 7: keep the last plan, unsearched, where it costs at most this x the recent median")
     ap.add_argument("--antithetic", type=int, choices=(0, 1), default=None,
                     help="1: the noisy plans in mirrored pairs; 0: each drawn alone (default: the product's)")
-    ap.add_argument("--hips-yaw", type=int, choices=(0, 1), default=None,
-                    help="1: the planner samples both hips' yaw too; 0: not (default: the product's)")
+    ap.add_argument("--hips-yaw", type=float, default=None,
+                    help="the hips' yaw noise, times the other offsets' (0: not sampled; default: the product's)")
     ap.add_argument("--out", default=None, help="also write the table to this markdown file")
     a = ap.parse_args()
     from engine.control.plan import load_clip
@@ -115,7 +115,7 @@ def main() -> int:
     balance, residual = check_balance("tracking", True, None, a.workers)
     chosen = dict(candidates=a.candidates, widen=a.widen, widen_above=a.widen_above, keep_below=a.keep_below,
                   antithetic=None if a.antithetic is None else bool(a.antithetic),
-                  hips_yaw=None if a.hips_yaw is None else bool(a.hips_yaw))
+                  hips_yaw=a.hips_yaw)
     balance = dataclasses.replace(balance, **{k: v for k, v in chosen.items() if v is not None})
     rows = ["| clip | kind | seconds | result | joint error | root error | waited (ran on) | checks | not a loop "
             "| s a simulated s |", "|---|---|---|---|---|---|---|---|---|---|"]

@@ -461,7 +461,7 @@ def test_candidates_spread_their_noise_from_sigma_min_to_sigma(rig):
     from engine.control.balance import BalanceParams, BalancePlanner
 
     sim, plan = _walk_sim(rig, 1.0)
-    b = BalanceParams(candidates=42, sigma_min=0.02, sigma=0.12)
+    b = BalanceParams(candidates=42, sigma_min=0.02, sigma=0.12, hips_yaw=1.0)
     ctl = BalancePlanner(sim, plan, TrackingParams(residual=0.0, balance=b), b, seed=1)
     ctl.U = np.full_like(ctl.U, 0.2)
     plans = np.array(ctl.candidates(0))
@@ -472,6 +472,13 @@ def test_candidates_spread_their_noise_from_sigma_min_to_sigma(rig):
     assert np.all(np.abs(spread / want - 1) < 0.35)  # 120 draws each (10 knots x 12 DOFs): ~6 % sampling error
     slope = np.polyfit(want, spread, 1)[0]
     assert 0.85 < slope < 1.15
+    ctl.close()
+    # the hips' yaw (the last two DOFs) at hips_yaw times the others' scale, the same draws
+    half = BalanceParams(candidates=42, sigma_min=0.02, sigma=0.12, hips_yaw=0.5)
+    ctl = BalancePlanner(sim, plan, TrackingParams(residual=0.0, balance=half), half, seed=1)
+    ctl.U = np.full_like(ctl.U, 0.2)
+    halved = np.array(ctl.candidates(0))[2:] - half.decay * ctl.U
+    assert np.array_equal(halved[..., :-2], noise[..., :-2]) and np.allclose(halved[..., -2:], 0.5 * noise[..., -2:])
     ctl.close()
 
 
@@ -540,7 +547,7 @@ def test_balance_options_are_checked(rig):
     for bad, says in ((dict(extra=-1), "whole number >= 0"), (dict(extra=2.5), "whole number"),
                       (dict(extra_above=0.5), ">= 1"), (dict(extra_above=float("inf")), "finite"),
                       (dict(extra_sigma=-0.1), ">= 0"), (dict(keep_below=-1.0), ">= 0"),
-                      (dict(keep_below=float("nan")), "finite")):
+                      (dict(keep_below=float("nan")), "finite"), (dict(hips_yaw=-0.5), ">= 0")):
         with pytest.raises(ParameterError, match=f"'balance.{next(iter(bad))}': .*{says}"):
             BalanceParams(**bad).validate()
     with pytest.raises(ParameterError, match="--residual"):

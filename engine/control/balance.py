@@ -141,11 +141,12 @@ class BalanceParams:
     # (docs/research/balance.md, thirty-third session)
     halving: tuple = ()
     knees: bool = False  # sample both knees' flexion too (a lower, bent-kneed gait)
-    # sample both hips' yaw too (the thigh turned about the vertical): nothing else the planner
-    # samples turns the legs, which a turning walk and a walk knocked sideways both need (the
-    # CMU walk's bone-axes 30 fps copy crabbed 73 cm off its path without it, 9 cm with it:
-    # docs/research/balance.md, fortieth and forty-first sessions)
-    hips_yaw: bool = True
+    # sample both hips' yaw too (the thigh turned about the vertical), its noise this times the
+    # others' (0: not sampled): nothing else the planner samples turns the legs, which a
+    # turning walk and a walk knocked sideways both need (the CMU walk's bone-axes 30 fps copy
+    # crabbed 73 cm off its path without it, 9 cm with it: docs/research/balance.md, fortieth
+    # and forty-first sessions)
+    hips_yaw: float = 1.0
     # more search where the going gets hard (eq. 4): when a decision's cheapest plan costs
     # `extra_above` times the median of the last EXTRA_MEMORY decisions' (a turn coming, a
     # shove) and no fall, `extra` more plans are tried about it with noise from sigma_min to
@@ -207,7 +208,7 @@ class BalanceParams:
             if "fork" not in mp.get_all_start_methods():
                 raise ParameterError("balance.workers", f"{self.workers}: the planner forks its worker processes, "
                                      "and this system cannot fork; use 0 (plan in the take's process)")
-        for name in ("keep_below", "sigma", "sigma_min", "extra_sigma", "decay", "feedback", "w_height", "w_tilt",
+        for name in ("keep_below", "hips_yaw", "sigma", "sigma_min", "extra_sigma", "decay", "feedback", "w_height", "w_tilt",
                      "w_speed", "path_speed", "w_joint", "w_offset", "fall_height", "fall_drop"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
@@ -269,11 +270,11 @@ def default_workers() -> int:
         return max(os.cpu_count() or 1, 1)
 
 
-def offset_dofs(rig, knees: bool = False, hips_yaw: bool = False) -> np.ndarray:
+def offset_dofs(rig, knees: bool = False, hips_yaw: float = 0.0) -> np.ndarray:
     """The DOFs the planner offsets: each joint's first DOF + axis (0: its local x, pitch;
     1: its local y, roll; 2: its local z, yaw; the rig's joint frames are world-aligned at
     rest, x the character's left, z up): hips and ankles pitch and roll, the spine's pitch and
-    roll, with `knees` both knees' flexion and with `hips_yaw` both hips' yaw."""
+    roll, with `knees` both knees' flexion and where `hips_yaw` (not 0) both hips' yaw, last."""
     def dof(body: str, axis: int) -> int:
         return int(rig.dof_start[rig.body_index(body)]) + axis
 
@@ -614,13 +615,18 @@ class BalancePlanner(OffsetTracker):
         """n plans' offsets of Gaussian noise from the take's seed, the k-th scaled by the k-th
         of n steps from sigma_min to `top` (rad); with `antithetic`, in pairs n_k, -n_k at one
         scale each."""
-        if not self.balance.antithetic:
-            scale = np.linspace(self.balance.sigma_min, top, n)[:, None, None]
-            return scale * self.rng.standard_normal((n,) + shape)
-        m = (n + 1) // 2
-        z = self.rng.standard_normal((m,) + shape)
-        pairs = np.stack([z, -z], axis=1).reshape((2 * m,) + shape)[:n]
-        return np.repeat(np.linspace(self.balance.sigma_min, top, m), 2)[:n, None, None] * pairs
+        b = self.balance
+        if not b.antithetic:
+            scale = np.linspace(b.sigma_min, top, n)[:, None, None]
+            noise = scale * self.rng.standard_normal((n,) + shape)
+        else:
+            m = (n + 1) // 2
+            z = self.rng.standard_normal((m,) + shape)
+            pairs = np.stack([z, -z], axis=1).reshape((2 * m,) + shape)[:n]
+            noise = np.repeat(np.linspace(b.sigma_min, top, m), 2)[:n, None, None] * pairs
+        if b.hips_yaw and b.hips_yaw != 1.0:  # the hips' yaw, offset_dofs' last two, at its own scale
+            noise[..., -2:] *= b.hips_yaw
+        return noise
 
     def costs(self, snap: dict, plans: list[np.ndarray], now: int, bound: float = np.inf) -> list[float]:
         """Eq. (1) summed over the horizon for every plan, from the snapshot; the nominal

@@ -102,7 +102,7 @@ class OffsetPolicyController(Controller):
         om = pf.meta["offsets"]
         # a file from before the hips' yaw was sampled records no "hips_yaw": its 10 offsets
         balance = BalanceParams(knot=int(om["knot"]), replan=pf.period, knees=bool(om["knees"]),
-                                hips_yaw=bool(om.get("hips_yaw", False)))
+                                hips_yaw=1.0 if om.get("hips_yaw", False) else 0.0)
         have = offset_meta(sim.rig, balance, 0.0)["dofs"]
         if list(om["dofs"]) != have:
             raise ParameterError("policy", f"offsets at DOFs {om['dofs']}, this engine offsets {have}: "
