@@ -166,6 +166,23 @@ def test_an_offset_run_labels_fits_exports_and_plays(tmp_path, rig):
     assert take.meta["offset_policy"]["decisions"] == 3 and take.meta["summary"]["joint_err_deg_mean"] < 10
     with pytest.raises(ParameterError, match="--mode.*plays mode 'track' only"):  # before any work
         simulate(rig, [(WALK, 0.3)], controller="policy", policy=pf, mode="generate")
+    # a run from before the hips' yaw (its networks see and give two offsets fewer) is refused
+    # by name, for export and for --resume, before any take is played
+    import shutil
+
+    from training.dagger import DaggerTrainer
+    from training.export import export_policy
+
+    old = tmp_path / "old_run"
+    shutil.copytree(run, old)
+    ck = torch.load(old / "checkpoint.pt", weights_only=False)
+    for state in (ck["vae"], ck["best"]["vae"]):
+        first = next(k for k, v in state.items() if v.ndim == 2)
+        state[first] = state[first][:, :-2]
+    torch.save(ck, old / "checkpoint.pt")
+    for call in (lambda: export_policy(old, tmp_path / "old.npz"), lambda: DaggerTrainer.resume(old)):
+        with pytest.raises(InputFileError, match="old_run.*do not fit this engine's.*train it again"):
+            call()
 
 
 def test_offset_policies_and_runs_that_do_not_fit_are_refused(tmp_path, rig):

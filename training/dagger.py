@@ -678,6 +678,7 @@ class DaggerTrainer:
             saved.max_seconds = cfg.max_seconds
             if cfg.dagger is not None:
                 saved.dagger.rounds, saved.dagger.workers = cfg.dagger.rounds, cfg.dagger.workers
+        load_networks(build_model(saved), ck["vae"], run_dir / CHECKPOINT)  # before the trainer's start-up take
         labels = run_dir / LABELS
         pattern = ArmPattern(load_rig(saved.rig))  # a rig that cannot be read says so itself
         try:  # before the trainer, whose start-up take may run for minutes
@@ -696,7 +697,7 @@ class DaggerTrainer:
         # files) belong to a round the resumed run plays again
         tr.data = {k: list(v[:kept]) for k, v in data.items()}
         m = tr.model
-        m.vae.load_state_dict(ck["vae"])
+        load_networks(m, ck["vae"], run_dir / CHECKPOINT)
         for k, v in ck["norm"].items():
             setattr(m, k, v)
         tr.gen.set_state(ck["gen"])
@@ -793,10 +794,21 @@ def build_model(cfg) -> Model:
     return Model(rig, cfg, TorchMuscleSystem(rig, fat.FatigueParams(scale=cfg.fatigue_scale), 1.0 / 120.0, gains))
 
 
-def model_from_checkpoint(ck: dict, cfg) -> Model:
+def load_networks(model: Model, state: dict, where) -> None:
+    """The checkpoint's networks into `model`; a checkpoint whose sizes are not this engine's
+    (an offset run from before the hips' yaw: 10 offsets, now 12) is refused naming `where`."""
+    try:
+        model.vae.load_state_dict(state)
+    except RuntimeError as e:
+        sizes = "; ".join(line.strip() for line in str(e).splitlines() if "size mismatch" in line)[:300]
+        raise InputFileError(where, f"its networks do not fit this engine's ({sizes or e}): it was trained "
+                             "with another action or observation size; train it again into a new --out") from None
+
+
+def model_from_checkpoint(ck: dict, cfg, where="checkpoint") -> Model:
     """The networks of a DAgger checkpoint's best round, for export (no simulation, no expert)."""
     m = build_model(cfg)
-    m.vae.load_state_dict((ck.get("best") or {}).get("vae", ck["vae"]))
+    load_networks(m, (ck.get("best") or {}).get("vae", ck["vae"]), where)
     for k, v in ck["norm"].items():
         setattr(m, k, v)
     return m

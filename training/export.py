@@ -20,7 +20,7 @@ def export_policy(run_or_ckpt, out) -> dict:
     if cfg.dagger is not None:  # taught by an expert (training/dagger.py): networks only
         from .dagger import model_from_checkpoint
 
-        model = model_from_checkpoint(ck, cfg)
+        model = model_from_checkpoint(ck, cfg, run_or_ckpt)
     else:
         tr = Trainer.resume(run_dir, truncate_log=False)
         model, cfg = tr.model, tr.cfg
