@@ -168,7 +168,7 @@ class DaggerTrainer:
     """A DAgger run: the expert started on the config's held pose, its start states, the
     labels gathered so far, the networks, the log and the checkpoint in `out_dir`."""
 
-    def __init__(self, cfg, out_dir):
+    def __init__(self, cfg, out_dir, model: Model | None = None):
         if cfg.dagger is None:
             raise ParameterError("config", "DaggerTrainer needs a config with a [dagger] table")
         self.cfg, self.d = cfg, cfg.dagger
@@ -176,7 +176,7 @@ class DaggerTrainer:
         self.out.mkdir(parents=True, exist_ok=True)
         torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
-        self.model = build_model(cfg)
+        self.model = build_model(cfg) if model is None else model  # resume's: its networks loaded
         self.rig = rig = self.model.rig
         self.gains = self.model.tm.gains
         self.gen = torch.Generator().manual_seed(cfg.seed + 11)
@@ -678,7 +678,8 @@ class DaggerTrainer:
             saved.max_seconds = cfg.max_seconds
             if cfg.dagger is not None:
                 saved.dagger.rounds, saved.dagger.workers = cfg.dagger.rounds, cfg.dagger.workers
-        load_networks(build_model(saved), ck["vae"], run_dir / CHECKPOINT)  # before the trainer's start-up take
+        model = build_model(saved)
+        load_networks(model, ck["vae"], run_dir / CHECKPOINT)  # before the trainer's start-up take
         labels = run_dir / LABELS
         pattern = ArmPattern(load_rig(saved.rig))  # a rig that cannot be read says so itself
         try:  # before the trainer, whose start-up take may run for minutes
@@ -687,7 +688,7 @@ class DaggerTrainer:
         except (OSError, ValueError, KeyError, IndexError) as e:
             raise InputFileError(labels, f"the run's labels cannot be read ({type(e).__name__}: {e}); "
                                  "train it again into a new --out") from None
-        tr = cls(saved, run_dir)
+        tr = cls(saved, run_dir, model)
         counts = {len(v) for v in data.values()}
         kept = int(ck.get("labels", min(counts, default=0)))  # the first such checkpoints lack it
         if set(data) != set(tr.data) or len(counts) != 1 or min(counts) < kept:
@@ -697,7 +698,6 @@ class DaggerTrainer:
         # files) belong to a round the resumed run plays again
         tr.data = {k: list(v[:kept]) for k, v in data.items()}
         m = tr.model
-        load_networks(m, ck["vae"], run_dir / CHECKPOINT)
         for k, v in ck["norm"].items():
             setattr(m, k, v)
         tr.gen.set_state(ck["gen"])

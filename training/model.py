@@ -63,7 +63,8 @@ class Model:
             from engine.control.balance import BalanceParams, offset_dofs
             from engine.control.offset_policy import KNOTS_OUT
 
-            D = len(offset_dofs(rig, BalanceParams().knees, BalanceParams().hips_yaw))
+            b = BalanceParams()
+            D = len(offset_dofs(rig, b.knees, b.hips_yaw))
             self.S, self.A = self.S + D, KNOTS_OUT * D
         t = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64), dtype=dtype)
         self.Wfat = t(P.fatigue_weights(rig))
