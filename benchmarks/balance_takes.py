@@ -37,6 +37,7 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
+from benchmarks.planner_flags import add_planner_flags, planner_from  # noqa: E402
 from engine.fatigue import FatigueParams  # noqa: E402
 from engine.rig import load_rig  # noqa: E402
 from engine.take import check_balance, simulate  # noqa: E402
@@ -88,38 +89,14 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=None, help="override every take's length")
     ap.add_argument("--workers", type=int, default=default_workers())
     ap.add_argument("--seeds", default="0", help="comma-separated seeds, each take played once per seed")
-    ap.add_argument("--horizon", type=int, default=None, help="the planner's rollout steps (default: the product's)")
-    ap.add_argument("--tail", type=int, default=None, help="steps the cost stands for beyond the horizon (eq. 3)")
-    ap.add_argument("--candidates", type=int, default=None, help="the planner's candidates (default: the product's)")
-    ap.add_argument("--extra", type=int, default=None, help="plans added at hard decisions (eq. 4; default: the product's)")
-    ap.add_argument("--widen", type=int, default=None,
-                    help="plans added where the candidates' cheapest is costly (eq. 6; default: the product's)")
-    ap.add_argument("--widen-above", type=float, default=None,
-                    help="eq. 6's bar, times the recent decisions' median cheapest cost (default: the product's)")
-    ap.add_argument("--keep-below", type=float, default=None,
-                    help="eq. 7: keep the last plan, unsearched, where it costs at most this x the recent median "
-                         "(0: never; default: the product's)")
-    ap.add_argument("--antithetic", type=int, choices=(0, 1), default=None,
-                    help="1: the noisy plans in mirrored pairs (U + n, U - n); 0: each drawn alone (default: the product's)")
-    ap.add_argument("--hips-yaw", type=float, default=None,
-                    help="the hips' yaw noise, times the other offsets' (0: not sampled; default: the product's)")
-    ap.add_argument("--feedback", type=float, default=None, help="swing-foot placement gain, rad per m/s")
-    ap.add_argument("--halving", default=None,
-                    help="plans kept after each successive-halving round, comma-separated ('' for none; default: the product's)")
+    add_planner_flags(ap)
     ap.add_argument("--out", default=None, help="also write the table to this markdown file")
     a = ap.parse_args()
-    import dataclasses
-
     from engine.commands import take_report
 
     rig = load_rig()
     balance, residual = check_balance("tracking", True, None, a.workers)
-    halving = None if a.halving is None else tuple(int(n) for n in a.halving.split(",") if n.strip())
-    chosen = dict(horizon=a.horizon, tail=a.tail, candidates=a.candidates, extra=a.extra, feedback=a.feedback,
-                  halving=halving, widen=a.widen, widen_above=a.widen_above, keep_below=a.keep_below,
-                  antithetic=None if a.antithetic is None else bool(a.antithetic),
-                  hips_yaw=a.hips_yaw)
-    balance = dataclasses.replace(balance, **{k: v for k, v in chosen.items() if v is not None})
+    balance = planner_from(a, balance)
     print(f"planner: horizon {balance.horizon} steps, tail {balance.tail}, {balance.candidates} candidates "
           f"(+{balance.widen} above {balance.widen_above:g}x the median, +{balance.extra} where hard, "
           f"the last plan kept below {balance.keep_below:g}x{', antithetic pairs' if balance.antithetic else ''}"

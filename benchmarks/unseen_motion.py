@@ -17,7 +17,6 @@ simulated second on the 2-core machine, so the corpus at its own lengths takes ~
 and at 20 s ~2 hours. Results: README, "Motion from outside".
 """
 import argparse
-import dataclasses
 import os
 import sys
 import tempfile
@@ -28,6 +27,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.planner_flags import add_planner_flags, planner_from  # noqa: E402
 from engine.control.balance import default_workers  # noqa: E402
 from engine.control.tracking import TrackingParams  # noqa: E402
 from engine.fatigue import FatigueParams  # noqa: E402
@@ -95,16 +95,7 @@ def main() -> int:
     ap.add_argument("--seconds", default="own", help="'own' (each clip's length) or seconds for every clip")
     ap.add_argument("--workers", type=int, default=default_workers())
     ap.add_argument("--seed", type=int, default=0, help="the planner's draw (takes are chaotic: compare several)")
-    ap.add_argument("--candidates", type=int, default=None, help="the planner's candidates (default: the product's)")
-    ap.add_argument("--widen", type=int, default=None,
-                    help="plans added where the candidates' cheapest is costly (eq. 6 of engine/control/balance.py)")
-    ap.add_argument("--widen-above", type=float, default=None, help="eq. 6's bar, times the recent median")
-    ap.add_argument("--keep-below", type=float, default=None,
-                    help="eq. 7: keep the last plan, unsearched, where it costs at most this x the recent median")
-    ap.add_argument("--antithetic", type=int, choices=(0, 1), default=None,
-                    help="1: the noisy plans in mirrored pairs; 0: each drawn alone (default: the product's)")
-    ap.add_argument("--hips-yaw", type=float, default=None,
-                    help="the hips' yaw noise, times the other offsets' (0: not sampled; default: the product's)")
+    add_planner_flags(ap)
     ap.add_argument("--out", default=None, help="also write the table to this markdown file")
     a = ap.parse_args()
     from engine.control.plan import load_clip
@@ -113,10 +104,7 @@ def main() -> int:
 
     rig = load_rig()
     balance, residual = check_balance("tracking", True, None, a.workers)
-    chosen = dict(candidates=a.candidates, widen=a.widen, widen_above=a.widen_above, keep_below=a.keep_below,
-                  antithetic=None if a.antithetic is None else bool(a.antithetic),
-                  hips_yaw=a.hips_yaw)
-    balance = dataclasses.replace(balance, **{k: v for k, v in chosen.items() if v is not None})
+    balance = planner_from(a, balance)
     rows = ["| clip | kind | seconds | result | joint error | root error | waited (ran on) | checks | not a loop "
             "| s a simulated s |", "|---|---|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:

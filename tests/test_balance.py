@@ -547,7 +547,8 @@ def test_balance_options_are_checked(rig):
     for bad, says in ((dict(extra=-1), "whole number >= 0"), (dict(extra=2.5), "whole number"),
                       (dict(extra_above=0.5), ">= 1"), (dict(extra_above=float("inf")), "finite"),
                       (dict(extra_sigma=-0.1), ">= 0"), (dict(keep_below=-1.0), ">= 0"),
-                      (dict(keep_below=float("nan")), "finite"), (dict(hips_yaw=-0.5), ">= 0")):
+                      (dict(keep_below=float("nan")), "finite"), (dict(hips_yaw=-0.5), ">= 0"),
+                      (dict(rescue=-1), "whole number >= 0"), (dict(rescue_sigma=float("nan")), "finite")):
         with pytest.raises(ParameterError, match=f"'balance.{next(iter(bad))}': .*{says}"):
             BalanceParams(**bad).validate()
     with pytest.raises(ParameterError, match="--residual"):
@@ -673,6 +674,45 @@ def test_a_shove_makes_the_planner_search_more_and_the_report_says_so(rig):
     assert never.meta["balance"]["searched_more"] == 0
     assert f", 4 more tried at {p['searched_more']} hard decisions (a cheaper plan at {p['found_more']})" in balance(p)
     assert "more tried" not in balance(never.meta["balance"])
+
+
+def test_where_every_plan_falls_the_planner_searches_wider_and_the_report_says_so(rig):
+    """Eq. (9): a 1500 N shove sideways leaves no candidate of five standing within their
+    0.2 s; the planner then plays `rescue` more, wider. The same plans up to the shove as the
+    take without the rescue, which never does it; every rescue is one fall-free decision's
+    fewer for eq. (4), and the report says how many found a plan that stays up."""
+    from engine.commands.take_report import balance
+    from engine.control.balance import BalanceParams
+    from engine.take import simulate
+
+    def take(rescue):
+        return simulate(rig, [(MOTION_DIR / "walk.bvh", 1.2)], seed=2, fps=30, progress=lambda f: None,
+                        pushes=("0.6:0,1500,0:0.2",),
+                        params=TrackingParams(residual=0.0, balance=BalanceParams(candidates=5, horizon=24,
+                                                                                  rescue=rescue)))
+
+    rescued, never = take(6), take(0)
+    r, n = rescued.meta["balance"], never.meta["balance"]
+    assert r["rescues"] >= 1 and 0 <= r["rescued"] <= r["rescues"] and n["rescues"] == 0
+    i = np.searchsorted(rescued.times, 0.6)
+    np.testing.assert_array_equal(rescued.q[:i + 1], never.q[:i + 1])
+    assert f", 6 wider where every plan fell, at {r['rescues']} decision" in balance(r)
+    assert "wider where" not in balance(n)
+
+
+def test_no_rollout_step_is_played_past_the_takes_end(rig):
+    """Eq. (8): a plan is judged by what the take shows. A 0.3 s take decides at 0, 0.1 and
+    0.2 s with three candidates 0.8 s ahead: played past the end that is ~700 rollout steps,
+    within it at most 3 x (36 + 24 + 12) (the nominal continued where it was followed: fewer),
+    and the take ends on its own step with no fall."""
+    from engine.control.balance import BalanceParams
+    from engine.take import simulate
+
+    take = simulate(rig, [(MOTION_DIR / "walk.bvh", 0.3)], seed=0, progress=lambda f: None,
+                    params=TrackingParams(residual=0.0, balance=BalanceParams(candidates=3, extra=0, rescue=0)))
+    b = take.meta["balance"]
+    assert b["plans"] == 3 and 0 < b["rollout_steps"] <= 3 * (36 + 24 + 12)
+    assert not take.meta["summary"]["fell"] and take.times[-1] == pytest.approx(0.3, abs=1 / 60)
 
 
 def test_a_costly_decision_widens_the_search_and_prunes_against_its_best(rig):

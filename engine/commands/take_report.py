@@ -80,7 +80,7 @@ def stand(st: dict) -> str:
 def balance(b: dict) -> str:
     """How the balance planner (engine.control.balance) steered the tracker."""
     return (f"planned ahead without the residual (predictive sampling, engine/control/balance.py): "
-            f"{b['plans']} plans of {b['candidates']} candidates{widened(b)} {b['horizon_s']:g} s ahead{halved(b)}{searched(b)}; the last plan kept "
+            f"{b['plans']} plans of {b['candidates']} candidates{widened(b)} {b['horizon_s']:g} s ahead{halved(b)}{searched(b)}{rescued(b)}; the last plan kept "
             f"{100 * b['kept_share']:.0f} % of the time{unsearched(b)}, no offsets {100 * b['no_offset_share']:.0f} %; offsets "
             f"{b['offset_deg_mean']:.1f} deg on average ({b['offset_deg_max']:.0f} at most)"
             + (f"; {b['workers_lost']}" if b.get("workers_lost") else ""))
@@ -111,6 +111,16 @@ def searched(b: dict) -> str:
     if not n:
         return ""
     return f", {b['extra']} more tried at {n} hard decision{'s' if n > 1 else ''} (a cheaper plan at {b['found_more']})"
+
+
+def rescued(b: dict) -> str:
+    """', 32 wider where every plan fell, at 9 decisions (one that stays up at 4)' where the
+    planner searched for a plan that does not fall (BalanceParams.rescue, eq. 9)."""
+    n = b.get("rescues")  # takes before 2026-12-07: none
+    if not n:
+        return ""
+    return (f", {b['rescue']} wider where every plan fell, at {n} decision{'s' if n > 1 else ''} "
+            f"(one that stays up at {b['rescued']})")
 
 
 def halved(b: dict) -> str:

@@ -57,6 +57,22 @@ keep_below times that median it is kept and no other candidate is played
 `BalanceParams.antithetic` (off by default, measured there too) draws the noisy candidates in
 mirrored pairs, U + n_k and U - n_k at one scale.
 
+A plan is judged by what the take will show: no rollout step at or after the take's end T
+(as the rollout's own pace plays it: a clip that runs on moves it later) is played or costed
+
+    C = sum_{t < min(horizon, T - now)} c_t   (no tail past T)                              (8)
+
+Past a clip played once, its reference is its last pose held still, which no running body
+can follow; and a take's last 0.8 s played ~half the rollout steps it did.
+
+Where every plan falls, following the one that falls last is no way out (a 3.7 m/s run
+followed it 15 cm above its flight and fell at its third landing; 6 of 96 wider plans would
+have landed it), and eq. (4) does not search there: `rescue` more plans are played about the
+cheapest, wider (forty-second session)
+
+    U_k = U* + sigma_k n_k  (sigma_k from sigma_min to rescue_sigma), k = 1..rescue
+          when C(U*) >= FALL_COST                                                            (9)
+
 A teacher for a policy in this action space (training/dagger.py, action "offset";
 engine.control.offset_policy) asks instead for every candidate played to its horizon and their
 plans weighted as MPPI weighs them (Williams et al. 2017), lambda a share of the cheapest cost
@@ -156,6 +172,13 @@ class BalanceParams:
     extra: int = 16
     extra_above: float = 3.0
     extra_sigma: float = 0.3
+    # eq. (9): where every plan played falls within the horizon, `rescue` more are tried about
+    # the cheapest with noise from sigma_min to `rescue_sigma` rad; 0: never. Eq. (4) stops at
+    # a fall, and following the plan that falls last carried a run into the air and down at its
+    # third landing, where 6 of 96 wider plans landed it (docs/research/balance.md,
+    # forty-second session)
+    rescue: int = 32
+    rescue_sigma: float = 0.5
     # rad per m/s: the swing hip placed by the centre of mass's velocity error after the
     # offsets (engine.control.feedback, eq. 1), in the take and its rollouts; 0: none
     feedback: float = 0.0
@@ -185,7 +208,7 @@ class BalanceParams:
     def validate(self) -> "BalanceParams":
         if not (isinstance(self.tail, (int, np.integer)) and self.tail >= 0):
             raise ParameterError("balance.tail", f"must be a whole number >= 0, got {self.tail!r}")
-        for name in ("extra", "widen"):
+        for name in ("extra", "widen", "rescue"):
             v = getattr(self, name)
             if not (isinstance(v, (int, np.integer)) and v >= 0):
                 raise ParameterError(f"balance.{name}", f"must be a whole number >= 0, got {v!r}")
@@ -208,7 +231,7 @@ class BalanceParams:
             if "fork" not in mp.get_all_start_methods():
                 raise ParameterError("balance.workers", f"{self.workers}: the planner forks its worker processes, "
                                      "and this system cannot fork; use 0 (plan in the take's process)")
-        for name in ("keep_below", "hips_yaw", "sigma", "sigma_min", "extra_sigma", "decay", "feedback", "w_height", "w_tilt",
+        for name in ("keep_below", "hips_yaw", "sigma", "sigma_min", "extra_sigma", "rescue_sigma", "decay", "feedback", "w_height", "w_tilt",
                      "w_speed", "path_speed", "w_joint", "w_offset", "fall_height", "fall_drop"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
@@ -410,6 +433,7 @@ class Trace:
     start: int
     costs: list
     states: dict
+    final: bool = True  # nothing is left to play: it reached its horizon or the take's end
 
     @property
     def end(self) -> int:
@@ -476,9 +500,20 @@ class Shadow:
             for c in costs:
                 total += c
             states = {k: v for k, v in resume.states.items() if k > start}
-        rest = offset_costs_ahead(U, start, b.knot, b.w_offset, until) if b.w_offset else np.zeros(until)
+        # eq. (8): no step after the take's end is played or costed. Its end as known now (a
+        # clip that runs on moves it later, never earlier) bounds the offsets' term ahead
+        known = min(max(ctl.plan.total_steps - start, 0), until)
+        rest = np.zeros(until)
+        if b.w_offset and known:
+            rest[:known] = offset_costs_ahead(U, start, b.knot, b.w_offset, known)
         clock, seconds = time.perf_counter, self.seconds
+        ended = False
         for t in range(first, until):
+            if sim.steps >= ctl.plan.total_steps and sim.steps >= ctl.take_steps(sim):
+                ended = True  # as the take's run loop reads it (Simulation.run's `until`)
+                if sim.steps not in states:  # where a resumed rollout starts (Trace.end)
+                    states[sim.steps] = snapshot(sim, ctl)
+                break
             self.steps_played += 1
             try:
                 command = ctl.act(sim, sim.state)
@@ -502,8 +537,8 @@ class Shadow:
             if (t + 1) % b.replan == 0 or t + 1 == b.horizon:
                 ctl.advance_pace(sim)  # as the take's is when it decides (the next act's is then a no-op)
                 states[sim.steps] = snapshot(sim, ctl)
-        self.trace = Trace(U, start, costs, states)
-        if b.tail and until == b.horizon:  # eq. (3): the rest of the horizon the cost stands for, at its last steps' mean
+        self.trace = Trace(U, start, costs, states, final=ended or until == b.horizon)
+        if b.tail and until == b.horizon and not ended:  # eq. (3): the rest of the horizon the cost stands for, at its last steps' mean
             late = 0.0
             for c in costs[-min(b.replan, b.horizon):]:
                 late += c
@@ -597,6 +632,7 @@ class BalancePlanner(OffsetTracker):
         self.kept = self.zero = 0  # plans that kept the shifted plan, that chose no offsets
         self._recent = []  # the last decisions' cheapest costs (extra)
         self.searched_more = self.found_more = 0
+        self.rescues = self.rescued = 0  # decisions where every plan fell (eq. 9); of them, a plan found that does not
         self.widened_n = 0  # decisions that played `widen` more candidates (eq. 6)
         self.kept_cheap = 0  # decisions that kept the last plan without playing the others (eq. 7)
         self.offset_sum, self.offset_max = 0.0, 0.0  # rad: mean |offset| at each plan's start
@@ -607,9 +643,9 @@ class BalancePlanner(OffsetTracker):
         nominal = shift_plan(self.U, self.plan_start, b.knot, now)
         return [nominal, np.zeros_like(nominal)] + list(b.decay * nominal + self._noise(b.candidates - 2, b.sigma, nominal.shape))
 
-    def more_candidates(self, best: np.ndarray) -> list[np.ndarray]:
-        """`extra` plans about the cheapest one, with noise from sigma_min to extra_sigma."""
-        return list(best + self._noise(self.balance.extra, self.balance.extra_sigma, best.shape))
+    def more_candidates(self, best: np.ndarray, n: int, top: float) -> list[np.ndarray]:
+        """n plans about the cheapest one, with noise from sigma_min to `top` (eqs. 4 and 9)."""
+        return list(best + self._noise(n, top, best.shape))
 
     def _noise(self, n: int, top: float, shape: tuple) -> np.ndarray:
         """n plans' offsets of Gaussian noise from the take's seed, the k-th scaled by the k-th
@@ -695,7 +731,7 @@ class BalancePlanner(OffsetTracker):
             bound = min(costs) if r else np.inf  # round 0 ranks every sampled plan
             for j in sorted(alive, key=lambda j: (running[j], j)):  # the likely cheap plans first
                 cost, tr = self._played(sh, snap, alive[j], plans[j], now, until, bound)
-                if tr is not None and tr.end < now + b.horizon:
+                if tr is not None and not tr.final:
                     alive[j], running[j] = tr, cost
                     continue
                 costs[j] = cost  # played to the horizon, fallen, diverged or pruned
@@ -822,19 +858,29 @@ class BalancePlanner(OffsetTracker):
 
     def searched(self, snap: dict, plans: list, costs: list, best: int, now: int) -> tuple[list, list, int, bool]:
         """Eq. (4): where the cheapest plan costs extra_above x the recent median and is no fall,
-        `extra` more plans about it played; (plans, costs, best, sampled) of whichever set holds
-        the cheapest of all (sampled: the candidates'). Keeps the recent cheapest costs."""
+        `extra` more plans about it played; eq. (9): where it falls, `rescue` more, wider.
+        (plans, costs, best, sampled) of whichever set holds the cheapest of all (sampled: the
+        candidates'). Keeps the recent cheapest costs."""
         b, median = self.balance, self._recent_median()
         bar = b.extra_above * median if median is not None else np.inf
         self._recent = (self._recent + [costs[best]])[-EXTRA_MEMORY:]
-        if not (b.extra and bar < costs[best] < FALL_COST):
+        falls = costs[best] >= FALL_COST
+        if falls and b.rescue:
+            n, top = b.rescue, b.rescue_sigma
+        elif b.extra and bar < costs[best] < FALL_COST:
+            n, top = b.extra, b.extra_sigma
+        else:
             return plans, costs, best, True
-        traces, more = self._traces, self.more_candidates(plans[best])
+        traces, more = self._traces, self.more_candidates(plans[best], n, top)
         more_costs = self.costs(snap, more, now)
         j = int(np.argmin(more_costs))
-        self.searched_more += 1
+        if falls:
+            self.rescues += 1
+            self.rescued += more_costs[j] < FALL_COST
+        else:
+            self.searched_more += 1
         if more_costs[j] < costs[best]:
-            self.found_more += 1
+            self.found_more += not falls
             return more, more_costs, j, False
         self._traces = traces  # the candidates' Traces: the chosen plan's is among them
         return plans, costs, best, True
@@ -863,6 +909,7 @@ class BalancePlanner(OffsetTracker):
                     mean_best_cost=round(self.cost_sum / n, 3),
                     kept_share=round(self.kept / n, 3), no_offset_share=round(self.zero / n, 3),
                     extra=b.extra, searched_more=self.searched_more, found_more=self.found_more,
+                    rescue=b.rescue, rescues=self.rescues, rescued=self.rescued,
                     continued_share=round(self.continued / n, 3),
                     offset_deg_mean=round(float(np.degrees(self.offset_sum / n)), 3),
                     offset_deg_max=round(float(np.degrees(self.offset_max)), 3),
