@@ -100,7 +100,8 @@ def main() -> int:
     print(f"planner: horizon {balance.horizon} steps, tail {balance.tail}, {balance.candidates} candidates "
           f"(+{balance.widen} above {balance.widen_above:g}x the median, +{balance.extra} where hard, "
           f"the last plan kept below {balance.keep_below:g}x{', antithetic pairs' if balance.antithetic else ''}"
-          f"{f', the hips yaw at {balance.hips_yaw:g}x' if balance.hips_yaw else ''}), "
+          f"{f', the hips yaw at {balance.hips_yaw:g}x' if balance.hips_yaw else ''}, "
+          f"+{balance.rescue} up to {balance.rescue_sigma:g} rad where every plan falls), "
           f"feedback {balance.feedback:g}, halving {balance.halving}", flush=True)
     rows = ["| take | seed | seconds | result | joint error | speed, last quarter (reference) | "
             "rollout steps a step | s a simulated s |", "|---|---|---|---|---|---|---|---|"]
@@ -121,6 +122,9 @@ def main() -> int:
             rows.append(f"| {name} | {seed} | {seconds:g} | {result} | {s['joint_err_deg_mean']:.1f} deg | "
                         f"{v:.2f} m/s ({vr:.2f}) | {per_step:.0f} | {cost:.0f} |")
             print(rows[-1], flush=True)
+            b = take.meta["balance"]
+            print(f"    search      more at {b['searched_more']} hard decisions (eq. 4), wider at {b['rescues']} where "
+                  f"every plan fell (eq. 9; one that stays up found at {b['rescued']})", flush=True)
             for line in take_report.extra_lines(take):
                 if line.startswith(("push", "gait")):
                     print("   ", line, flush=True)

@@ -128,6 +128,9 @@ def main() -> int:
             rows.append(f"| {name} | {kind} | {seconds:.1f} | {result} | {s['joint_err_deg_mean']:.1f} deg | "
                         f"{s['root_err_cm_mean']:.0f} cm | {waited} | {found} | {note} | {cost:.0f} |")
             print(rows[-1], flush=True)
+            b = take.meta["balance"]
+            print(f"    search: more at {b['searched_more']} hard decisions (eq. 4), wider at {b['rescues']} where every "
+                  f"plan fell (eq. 9; one that stays up found at {b['rescued']})", flush=True)
             for line in summary_lines(take.meta["clips"][0].get("checks"), most=2):
                 print("    check:", line, flush=True)
     print("\n".join(rows))

@@ -274,13 +274,15 @@ def test_successive_halving_is_the_same_in_workers_and_in_process(rig, monkeypat
     takes once differed at round-off, DESIGN.md "Same bits"): a take with halving chooses the same plans
     with two workers as without, and plays fewer rollout steps than a take without halving
     (both stopping a rollout at the plain bound: with the offsets' term ahead as well, the
-    whole search of this small set costs about what halving does)."""
+    whole search of this small set costs about what halving does). The take is twice the
+    horizon: its last 0.4 s plays no rollout step past its end (eq. 8), which leaves halving's
+    last rounds less to drop."""
     from engine.control import balance as bal
     from engine.control.balance import BalanceParams
     from engine.take import simulate
 
     def take(workers, halving):
-        return simulate(rig, [(MOTION_DIR / "walk.bvh", 0.4)], seed=4, fps=120, progress=lambda f: None,
+        return simulate(rig, [(MOTION_DIR / "walk.bvh", 0.8)], seed=4, fps=120, progress=lambda f: None,
                         params=TrackingParams(residual=0.0, balance=BalanceParams(candidates=7, horizon=48, halving=halving,
                                                                                   workers=workers)))
 
