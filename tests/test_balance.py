@@ -681,19 +681,20 @@ def test_a_shove_makes_the_planner_search_more_and_the_report_says_so(rig):
 def test_where_every_plan_falls_the_planner_searches_wider_and_the_report_says_so(rig):
     """Eq. (9): a 1500 N shove sideways leaves no candidate of five standing within their
     0.2 s; the planner then plays `rescue` more, wider. The same plans up to the shove as the
-    take without the rescue, which never does it; every rescue is one fall-free decision's
-    fewer for eq. (4), and the report says how many found a plan that stays up."""
+    take without the rescue, which never does it; the same take to the bit with two worker
+    processes; and the report says how many found a plan that stays up."""
     from engine.commands.take_report import balance
     from engine.control.balance import BalanceParams
     from engine.take import simulate
 
-    def take(rescue):
+    def take(rescue, workers=0):
         return simulate(rig, [(MOTION_DIR / "walk.bvh", 1.2)], seed=2, fps=30, progress=lambda f: None,
                         pushes=("0.6:0,1500,0:0.2",),
                         params=TrackingParams(residual=0.0, balance=BalanceParams(candidates=5, horizon=24,
-                                                                                  rescue=rescue)))
+                                                                                  rescue=rescue, workers=workers)))
 
     rescued, never = take(6), take(0)
+    assert_same_take(rescued, take(6, workers=2))
     r, n = rescued.meta["balance"], never.meta["balance"]
     assert r["rescues"] >= 1 and 0 <= r["rescued"] <= r["rescues"] and n["rescues"] == 0
     i = np.searchsorted(rescued.times, 0.6)
