@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from benchmarks.planner_flags import add_planner_flags, planner_from  # noqa: E402
+from benchmarks.planner_flags import add_planner_flags, planner_from, search_line  # noqa: E402
 from engine.fatigue import FatigueParams  # noqa: E402
 from engine.rig import load_rig  # noqa: E402
 from engine.take import check_balance, simulate  # noqa: E402
@@ -122,9 +122,7 @@ def main() -> int:
             rows.append(f"| {name} | {seed} | {seconds:g} | {result} | {s['joint_err_deg_mean']:.1f} deg | "
                         f"{v:.2f} m/s ({vr:.2f}) | {per_step:.0f} | {cost:.0f} |")
             print(rows[-1], flush=True)
-            b = take.meta["balance"]
-            print(f"    search      more at {b['searched_more']} hard decisions (eq. 4), wider at {b['rescues']} where "
-                  f"every plan fell (eq. 9; one that stays up found at {b['rescued']})", flush=True)
+            print("    search     ", search_line(take.meta["balance"]), flush=True)
             for line in take_report.extra_lines(take):
                 if line.startswith(("push", "gait")):
                     print("   ", line, flush=True)

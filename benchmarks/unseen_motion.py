@@ -27,7 +27,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.planner_flags import add_planner_flags, planner_from  # noqa: E402
+from benchmarks.planner_flags import add_planner_flags, planner_from, search_line  # noqa: E402
 from engine.control.balance import default_workers  # noqa: E402
 from engine.control.tracking import TrackingParams  # noqa: E402
 from engine.fatigue import FatigueParams  # noqa: E402
@@ -128,9 +128,7 @@ def main() -> int:
             rows.append(f"| {name} | {kind} | {seconds:.1f} | {result} | {s['joint_err_deg_mean']:.1f} deg | "
                         f"{s['root_err_cm_mean']:.0f} cm | {waited} | {found} | {note} | {cost:.0f} |")
             print(rows[-1], flush=True)
-            b = take.meta["balance"]
-            print(f"    search: more at {b['searched_more']} hard decisions (eq. 4), wider at {b['rescues']} where every "
-                  f"plan fell (eq. 9; one that stays up found at {b['rescued']})", flush=True)
+            print("    search:", search_line(take.meta["balance"]), flush=True)
             for line in summary_lines(take.meta["clips"][0].get("checks"), most=2):
                 print("    check:", line, flush=True)
     print("\n".join(rows))
