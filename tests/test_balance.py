@@ -718,6 +718,22 @@ def test_no_rollout_step_is_played_past_the_takes_end(rig):
     assert not take.meta["summary"]["fell"] and take.times[-1] == pytest.approx(0.3, abs=1 / 60)
 
 
+def test_the_planner_bench_times_a_long_takes_steady_cost(rig):
+    """`sinew bench --balance S` times the first S seconds of a take one horizon longer, so no
+    timed rollout is cut by the take's end (eq. 8): it stops at S and plays more rollout steps a
+    take step than a take S long, whose last 0.8 s eq. (8) cuts."""
+    from engine.commands.bench_controllers import bench_balance
+    from engine.control.balance import BalanceParams
+    from engine.take import simulate
+
+    summary, lines = bench_balance(0.2)
+    short = simulate(rig, [(MOTION_DIR / "walk.bvh", 0.2)], fatigue=fat.FatigueParams(scale=0.0), progress=lambda f: None,
+                     params=TrackingParams(residual=0.0, balance=BalanceParams()))
+    per_step = short.meta["balance"]["rollout_steps"] / short.meta["timing"]["steps"]
+    assert lines[0].startswith("balance planner, fresh walk without the residual, 0.2 s (one core)")
+    assert summary["rollout_steps_per_step"] > per_step + 10 and not summary["fell"]
+
+
 def test_a_costly_decision_widens_the_search_and_prunes_against_its_best(rig):
     """Eq. (6): where the candidates' cheapest costs more than widen_above x the recent median
     (or fewer than 5 decisions are behind), `widen` more plans of the same kind are played,

@@ -112,13 +112,24 @@ def bench_balance(seconds: float = 1.0, rig_name: str = "human284", workers: int
     from .. import fatigue as fat
     from ..control.balance import BalanceParams
     from ..control.tracking import TrackingParams
+    from ..interrupt import StopFlag
     from ..rig import load_rig
     from ..take import simulate
 
     rig = load_rig(rig_name)
+    # the first `seconds` of a take one horizon longer, so that no timed decision's rollouts
+    # are cut by the take's end (balance eq. 8): the steady cost of a long take
+    balance = BalanceParams(workers=int(workers))
+    plan_s = float(seconds) + balance.horizon / 120.0
+    stop = StopFlag()
+
+    def timed_part(fraction: float) -> None:
+        if fraction * plan_s >= float(seconds) - 1e-9:
+            stop.request("the timed seconds are over")
+
     t0 = time.perf_counter()
-    take = simulate(rig, [(str(_walk()), float(seconds))], fatigue=fat.FatigueParams(scale=0.0), label="bench balance",
-                    params=TrackingParams(residual=0.0, balance=BalanceParams(workers=int(workers))))
+    take = simulate(rig, [(str(_walk()), plan_s)], fatigue=fat.FatigueParams(scale=0.0), label="bench balance",
+                    params=TrackingParams(residual=0.0, balance=balance), progress=timed_part, stop=stop)
     controller_us, total_us, setup_s, rtf = _per_step(take, time.perf_counter() - t0)
     b, t = take.meta["balance"], take.meta["timing"]
     per_rollout_us = 1e6 * t["controller_s"] / max(b["rollout_steps"], 1) if not workers else None
