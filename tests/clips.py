@@ -316,6 +316,34 @@ def in_place(m: SourceMotion, keep_sway_s: float | None = None) -> SourceMotion:
     return SourceMotion(m.skeleton, m.rotations, r, m.frame_time, m.local_translations)
 
 
+def curved(m: SourceMotion, turn_deg: float) -> SourceMotion:
+    """m walked along an arc that turns it `turn_deg` over its length (> 0: to the character's
+    left, < 0: to its right) instead of its straight line: each frame's root moved onto the arc
+    at the distance it had travelled along the clip's start-to-end direction (its sideways
+    sway kept across the arc) and the whole pose turned about the vertical by the arc's angle
+    there, as a capture of a walk on a curved path is (its planted feet pivot a little, as
+    real ones do on a curve). An angle, not a radius: a capture's units are its own."""
+    r = m.root_translation
+    d = r[-1, :2] - r[0, :2]
+    travel = float(np.linalg.norm(d))
+    d = d / travel
+    left = np.array([-d[1], d[0]])
+    rel = r[:, :2] - r[0, :2]
+    s, lat = rel @ d, rel @ left
+    radius = travel / np.radians(turn_deg)  # signed: the centre lies radius x left of the start
+    theta = s / radius
+    # the arc through the start, heading d, about the centre; a root `lat` to the left of the
+    # line stays `lat` nearer the centre of a left turn
+    along, across = (radius - lat) * np.sin(theta), radius - (radius - lat) * np.cos(theta)
+    root = r.copy()
+    root[:, :2] = r[0, :2] + along[:, None] * d + across[:, None] * left
+    yaw = axis_angle_to_quat(theta[:, None] * np.array([0.0, 0.0, 1.0]))  # (F, 4) world turn
+    rest = m.skeleton.rest_rotations[0]
+    rot = m.rotations.copy()  # the root's world rotation is rest x local: turn it in the world
+    rot[:, 0] = quat_multiply(quat_conjugate(rest), quat_multiply(yaw, quat_multiply(rest, m.rotations[:, 0])))
+    return SourceMotion(m.skeleton, rot, root, m.frame_time, m.local_translations)
+
+
 def jitter(m: SourceMotion, deg: float = 0.5, seed: int = 0) -> SourceMotion:
     """m with a capture's jitter: every joint turned by an independent random rotation of `deg`
     per axis (normal), and the root moved by deg x 2 mm, in every frame (marker noise; a

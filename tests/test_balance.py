@@ -514,15 +514,22 @@ def test_the_costs_pelvis_tilt_is_the_rotation_vectors_roll_and_pitch():
         assert pelvis_tilt_sq(a, b) == pytest.approx(float(want @ want), rel=1e-9, abs=1e-18)
 
 
-def test_a_real_capture_walks_on_its_path(rig):
+@pytest.mark.parametrize("turn", [None, -90.0])
+def test_a_real_capture_walks_on_its_path(rig, tmp_path, turn):
     """The CMU walk (another person, another skeleton, 120 fps) played for its own length with
     no residual: the root stays on the clip's path. With the clip's velocity alone in the
     planner's cost the take fell 10 % behind the clip's stride and ended 38 cm off it (24 on
-    average); eq. (2) steers it back."""
+    average); eq. (2) steers it back. Bent onto an arc that turns it 90 deg to its right over
+    its 2.6 s (a curved path, ~2.5 m in radius on the model) it stays on the arc as well."""
     from engine.control.balance import BalanceParams
+    from engine.motion import read_bvh, write_bvh
     from engine.take import simulate
 
-    take = simulate(rig, [(clips.MOCAP_DIR / "cmu_07_01_walk.bvh", 2.6)],
+    path = clips.MOCAP_DIR / "cmu_07_01_walk.bvh"
+    if turn is not None:
+        write_bvh(tmp_path / "curved.bvh", clips.curved(read_bvh(path), turn))
+        path = tmp_path / "curved.bvh"
+    take = simulate(rig, [(path, 2.6)],
                     params=TrackingParams(residual=0.0, balance=BalanceParams(workers=2)), progress=lambda f: None)
     s = take.meta["summary"]
     assert not s["fell"] and np.abs(take.residual_force).max() == 0.0

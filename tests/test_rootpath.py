@@ -17,7 +17,7 @@ from engine.motion import rootpath
 from engine.motion.reference import foot_tracks
 from engine.motion.retarget import Retargeter, read_clip
 from engine.transforms import matrix_to_quat, quat_angle
-from tests.clips import MOCAP_DIR, bundled, in_place, jitter, mirror, resample, under_ground_root
+from tests.clips import MOCAP_DIR, bundled, curved, in_place, jitter, loop, mirror, resample, under_ground_root
 
 
 def _ref(rig, m):
@@ -35,6 +35,8 @@ CLIPS = {
     "mixamo fixture (real, turns)": lambda: read_clip(MOCAP_DIR / "mixamo_test_freebvh.bvh")[0],
     "walk mirrored at 30 fps": lambda: resample(mirror(bundled("walk")), 30),
     "kick under a root bone on the floor": lambda: under_ground_root(bundled("kick")),
+    "walk turning 80 deg to its left": lambda: curved(loop(bundled("walk"), 2), 80.0),
+    "cmu walk (real) turning 90 deg to its right": lambda: curved(read_clip(MOCAP_DIR / "cmu_07_01_walk.bvh")[0], -90.0),
 }
 # how each clip is exported in place: the root's travel taken out (for a skeleton under a root
 # bone on the floor, the hips' travel under it)
