@@ -618,9 +618,9 @@ def test_a_file_written_z_up_is_found_and_read_standing(rig, tmp_path, clip):
     assert ref2.meta["up_axis"] == "y (found)"
 
 
-def _soles(rig, ref) -> list[tuple[float, float]]:
+def _soles(rig, ref, flat: bool = True) -> list[tuple[float, float]]:
     """Each foot's (roll, spread) in degrees over its planted frames with heel and toes down
-    (engine.motion.soles.stance_roll)."""
+    (engine.motion.soles.stance_roll); flat=False: over all its planted frames."""
     from engine.motion import soles
     from engine.motion.reference import planted
     from engine.transforms import matrix_to_quat
@@ -630,7 +630,7 @@ def _soles(rig, ref) -> list[tuple[float, float]]:
     out = []
     for i, side in enumerate("RL"):
         b = bi(f"Talus{side}")
-        down = stance[:, i] & soles.heel_and_toes_down(rig, ref.body_rot[:-1], ref.body_pos[:-1], side)
+        down = stance[:, i] & (soles.heel_and_toes_down(rig, ref.body_rot[:-1], ref.body_pos[:-1], side) | (not flat))
         G = matrix_to_quat(ref.body_rot[:-1][down, b] @ rig.body_rest_rot[b].T)  # the joint frame's
         axis = rig.joint_pos[[bi(f"FootThumb{side}"), bi(f"FootPinky{side}")]].mean(0) - rig.joint_pos[b]
         axis[2] = 0.0
@@ -696,19 +696,24 @@ def test_feet_whose_bones_rest_turned_stand_flat_on_their_planted_soles(rig, wal
     assert not ref3.meta["levelled_feet"]
 
 
-def test_the_cmu_walk_stands_on_its_soles(rig):
+def test_the_cmu_walk_and_run_stand_on_their_soles(rig):
     """The CMU walk's planted soles stood 23-24 deg on their outer edges (mirrored left and
-    right); levelled, they are flat within a few degrees. The Mixamo fixture's feet are left
-    as they are. (The CMU run's feet rest as turned, but it lands on its forefoot: too few of
-    its frames have heel and toes down to judge them on, and it is left as it is.)"""
+    right); levelled, they are flat within a few degrees. The CMU run's feet rest as turned,
+    and it lands on its forefoot (too few frames with heel and toes down): judged on every
+    planted frame it is levelled alike, its planted feet then level across their width. The
+    Mixamo fixture's feet are left as they are."""
     ref, _ = retarget(read_bvh(clips.MOCAP_DIR / "cmu_07_01_walk.bvh"), rig)
     levelled = ref.meta["levelled_feet"]
     assert set(levelled) == {"TalusR", "TalusL"} and levelled["TalusR"] * levelled["TalusL"] < 0, levelled
     assert all(20.0 < abs(d) < 30.0 for d in levelled.values())
     assert max(abs(roll) for roll, _ in _soles(rig, ref)) < 5.0
-    for name in ("mixamo_test_freebvh.bvh", "cmu_009_09_01.bvh"):
-        other, _ = retarget(read_bvh(clips.MOCAP_DIR / name), rig)
-        assert not other.meta["levelled_feet"], name
+    run, _ = retarget(read_bvh(clips.MOCAP_DIR / "cmu_009_09_01.bvh"), rig)
+    levelled = run.meta["levelled_feet"]
+    assert set(levelled) == {"TalusR", "TalusL"} and levelled["TalusR"] * levelled["TalusL"] < 0, levelled
+    assert all(18.0 < abs(d) < 30.0 for d in levelled.values())
+    assert max(abs(roll) for roll, _ in _soles(rig, run, flat=False)) < 5.0
+    other, _ = retarget(read_bvh(clips.MOCAP_DIR / "mixamo_test_freebvh.bvh"), rig)
+    assert not other.meta["levelled_feet"]
     # a take of it says so, in its report and its notes (the Blender panel's too)
     from engine.commands.take_report import extra_lines
     from engine.take import simulate
@@ -734,3 +739,22 @@ def test_a_soles_roll_is_read_across_its_length_whatever_its_pitch():
                   for p in pitches])  # pitched after a roll of -20 deg about the length
     roll, spread = soles.stance_roll(G, axis)
     assert roll == pytest.approx(20.0, abs=1e-9) and spread == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_forefoot_runs_turned_feet_are_levelled_on_its_planted_frames(rig):
+    """The bundled run lands on its forefoot (too few frames with heel and toes down to judge
+    its soles on). Its foot bones turned 25 deg about their length, mirrored, as the CMU
+    captures' rest: judged on every planted frame (engine.motion.soles.judged_frames) the
+    turn is found and taken back, the planted feet level across their width as the
+    original's; the original is left as it is."""
+    run = clips.bundled("run")
+    ref0, _ = retarget(run, rig)
+    assert not ref0.meta["levelled_feet"]
+    turned = clips.rolled_bones(run, {"Character1_RightFoot": 25.0, "Character1_LeftFoot": -25.0})
+    ref1, _ = retarget(turned, rig)
+    levelled = ref1.meta["levelled_feet"]
+    assert set(levelled) == {"TalusR", "TalusL"} and levelled["TalusR"] * levelled["TalusL"] < 0, levelled
+    assert all(18.0 < abs(d) < 32.0 for d in levelled.values()), levelled
+    before, after = _soles(rig, ref0, flat=False), _soles(rig, ref1, flat=False)
+    for (r0, _), (r1, _) in zip(before, after):
+        assert abs(r1 - r0) < 5.0, (before, after)

@@ -573,7 +573,7 @@ class Retargeter:
                     grounded: bool = True) -> bool:
         """Turn the source pose's feet whose planted soles stand turned about the sole's length
         (engine.motion.soles), judged on the frames where the foot is planted with its heel
-        and toes down, from the model's world joint rotations G (F, B, 4), its bodies and the
+        and toes down (a forefoot gait's: every planted frame; soles.judged_frames), from the model's world joint rotations G (F, B, 4), its bodies and the
         feet's tracks; True where they were turned (the frames must then be made again)."""
         rig, bi = self.rig, self.rig.body_index
         if not grounded:  # heights above the floor
@@ -581,10 +581,12 @@ class Retargeter:
             tracks = [(low + up, nxt + up) for low, nxt in tracks]
             body_pos = body_pos + up
         _, stance = planted(tracks, fps)  # (F-1, 2): right, left
+        flat = [soles.heel_and_toes_down(rig, body_rot[:-1], body_pos[:-1], side) for side in "RL"]
+        judged = soles.judged_frames(stance, flat, fps)
         feet = {}
         for i, side in enumerate("RL"):
             b = bi(f"Talus{side}")
-            frames = np.flatnonzero(stance[:, i] & soles.heel_and_toes_down(rig, body_rot[:-1], body_pos[:-1], side))
+            frames = judged[i]
             if self.source_of[b] < 0 or not len(frames):
                 return False
             axis = rig.joint_pos[[bi(f"FootThumb{side}"), bi(f"FootPinky{side}")]].mean(0) - rig.joint_pos[b]
