@@ -12,7 +12,7 @@ from .scene import bpy_abspath, scene_fps
 
 def action_reference(context, arm, frame_start: int, frame_end: int, keep_calibration: bool = False, rt=None):
     """The armature's current animation retargeted to the model (a Reference at 120 Hz); a
-    calibration pose at its start is skipped unless keep_calibration. rt: the armature's
+    calibration pose at its start or its end is skipped unless keep_calibration. rt: the armature's
     Retargeter, where the run has built it (else built here)."""
     from .armature import action_motion
 

@@ -21,7 +21,7 @@ def prepare_simulation(context, arm, clips, fps=None, controller="tracking", pol
     """Check everything before any work and return a job ready to run.
 
     clips: [(path or "ACTION", seconds or None)]; None seconds = the clip's own length (times
-    `repetitions` when given, at least 1); a calibration pose at a clip's start is skipped unless
+    `repetitions` when given, at least 1); a calibration pose at a clip's start or end is skipped unless
     keep_calibration. pushes: engine.push specs (a text field's string, or a list). pace: the
     tracking controller's pace governor strength (engine.control.pace); wait: the clip waits for a
     body behind it (its eq. 2). mode, noise_scale,

@@ -230,8 +230,8 @@ TAKE_OPTIONS = (
            help="an external push: a force in N (world frame) at the body's centre of mass from TIME for "
                 "SECONDS, e.g. 2:0,-120,0:0.2; BODY defaults to the pelvis; {repeat} for more"),
     Option("keep_calibration", kind=bool, default=False, label="Keep calibration pose",
-           help="keep a calibration pose (T- or A-pose frames that jump or ease into the motion) at the start "
-                "of a clip (default: found and skipped)"),
+           help="keep a calibration pose (T- or A-pose frames that jump or ease into the motion, or that it "
+                "ends in) at the start or the end of a clip (default: found and skipped)"),
     Option("seed", kind=int, lo=0, default=0, label="Seed",
            help="random seed (default 0); the same inputs and seed give the same take"),
     Option("backend", kind=str, default="mujoco", fronts=(SIMULATE,), label="Backend",

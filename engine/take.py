@@ -538,7 +538,8 @@ def _build_take(p: _Prepared, clips, o: _Options, rec, diverged: str, timing: di
         fps=o.fps, seed=o.seed, controller=o.controller, backend=o.backend, rig=rig.name, strength=rig.strength,
         clips=[dict(name=name, seconds=float(sec), frames=int(ref.num_frames),
                     source=str(src) if not hasattr(src, "meta") else name,
-                    calibration=ref.meta.get("calibration"), checks=ref.meta.get("checks") or [],
+                    calibration=ref.meta.get("calibration"), calibration_end=ref.meta.get("calibration_end"),
+                    checks=ref.meta.get("checks") or [],
                     repaired=ref.meta.get("repaired") or [], root_path=ref.meta.get("root_path"),
                     levelled_feet=ref.meta.get("levelled_feet") or {})
                for (ref, sec, name), (src, _) in zip(p.refs, clips)],

@@ -86,11 +86,13 @@ def pace_note(take) -> str:
 
 
 def calibration_note(take) -> str:
-    """The calibration poses skipped at the start of the take's clips, e.g. 'skipped a T-pose
-    at the start of walk.bvh (1 frame)', or ''."""
-    parts = [f"skipped {'an' if c['calibration']['pose'] == 'A-pose' else 'a'} {c['calibration']['pose']} at the start "
-             f"of {Path(c['source']).name} ({c['calibration']['frames']} frame{'s' if c['calibration']['frames'] > 1 else ''})"
-             for c in take.meta.get("clips", []) if (c.get("calibration") or {}).get("skipped")]
+    """The calibration poses skipped at the start or the end of the take's clips, e.g.
+    'skipped a T-pose at the start of walk.bvh (1 frame)', or ''."""
+    from .motion.calibration import found_in
+
+    parts = [f"skipped {'an' if cal['pose'] == 'A-pose' else 'a'} {cal['pose']} at the {cal.get('at', 'start')} "
+             f"of {Path(c['source']).name} ({cal['frames']} frame{'s' if cal['frames'] > 1 else ''})"
+             for c in take.meta.get("clips", []) for cal in found_in(c) if cal.get("skipped")]
     return "; ".join(parts)
 
 

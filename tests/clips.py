@@ -277,6 +277,13 @@ def insert_pose(m: SourceMotion, kind: str = "T", frames: int = 1, ease: int = 0
     return SourceMotion(m.skeleton, np.concatenate(R), np.concatenate(T), m.frame_time, local)
 
 
+def append_pose(m: SourceMotion, kind: str = "T", frames: int = 1, ease: int = 0) -> SourceMotion:
+    """m ending as many capture sessions do: `ease` frames moving smoothly from its last
+    frame into a calibration pose (calibration_pose, where the clip ends), then `frames`
+    frames holding it (insert_pose with time reversed)."""
+    return reverse(insert_pose(reverse(m), kind, frames, ease))
+
+
 def splice_pose(m: SourceMotion, kind: str = "T", at_s: float = 0.5, frames: int = 1) -> SourceMotion:
     """m with `frames` calibration frames (calibration_pose, standing where the clip is then)
     put in at `at_s`: the clip jumps into the pose and out of it (a capture restarted, takes

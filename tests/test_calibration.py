@@ -24,7 +24,7 @@ def _ids(kw):
 
 
 def _found(rig, motion):
-    return Retargeter.build(rig, motion.skeleton).calibration(motion)
+    return Retargeter.build(rig, motion.skeleton).calibrations(motion)[0]
 
 
 # ---- the test clips are what they claim --------------------------------------------------
@@ -101,7 +101,8 @@ def test_a_held_pose_with_jitter_and_another_heading_is_found(rig, clip, fps, fr
 def test_fast_motion_is_not_a_calibration(rig):
     """Hard negatives: the sprint at 15 fps changes > 10 deg every frame; a clip that
     stands still for half a second and then walks; a T-pose that is part of the motion
-    (the clip holds it later on too)."""
+    (the clip holds it again inside: a clip that holds it again at its end is a session that
+    ends as it began, and loses it at both ends)."""
     run15 = clips.variant("run", fps=15)
     assert _found(rig, run15).frames == 0
     walk = clips.variant("walk", fps=30)
@@ -111,9 +112,12 @@ def test_fast_motion_is_not_a_calibration(rig):
                        walk.frame_time)
     assert _found(rig, still).frames == 0
     t_pose = clips.insert_pose(walk, "T", 3)
-    again = type(walk)(walk.skeleton, np.concatenate([t_pose.rotations, t_pose.rotations[:3]]),
-                       np.concatenate([t_pose.root_translation, t_pose.root_translation[:3]]), walk.frame_time)
-    assert _found(rig, again).frames == 0
+    again = type(walk)(walk.skeleton, np.concatenate([t_pose.rotations, t_pose.rotations]),
+                       np.concatenate([t_pose.root_translation, t_pose.root_translation]), walk.frame_time)
+    assert _found(rig, again).frames == 0 and _found_end(rig, again).frames == 0
+    ends = type(walk)(walk.skeleton, np.concatenate([t_pose.rotations, t_pose.rotations[:3]]),
+                      np.concatenate([t_pose.root_translation, t_pose.root_translation[:3]]), walk.frame_time)
+    assert _found(rig, ends).frames == 3 and _found_end(rig, ends).frames == 3
 
 
 def test_detection_alone_on_all_bones_and_skip_frames():
@@ -291,3 +295,100 @@ def test_an_easing_into_real_motion_is_cut_where_the_motion_begins(rig, path, po
     held, ease = max(4, int(round(0.15 / m.frame_time))), max(4, int(round(0.25 / m.frame_time)))
     cal = _found(rig, clips.insert_pose(m, pose, held, ease))
     assert held <= cal.frames <= held + ease, (cal.frames, held, ease)
+
+
+# ---- a calibration pose at the end: the same rules, time reversed --------------------------
+def _found_end(rig, motion):
+    return Retargeter.build(rig, motion.skeleton).calibrations(motion)[1]
+
+
+@pytest.mark.parametrize("pose,frames,ease", [("T", 1, 0), ("T", 10, 0), ("A", 1, 0), ("A", 12, 0), ("T", 20, 15)])
+@pytest.mark.parametrize("kw", [dict(clip="walk", names="mixamo", fps=30), dict(clip="walk", names="cmu", mirrored=True),
+                                dict(clip="run", names="mass", fps=60)], ids=_ids)
+def test_a_pose_the_clip_ends_in_is_found_and_only_it(rig, kw, pose, frames, ease):
+    """Capture sessions often end as they began: the actor cuts or eases back into a T- or
+    A-pose and holds it. Found at the end (never at the start), the held frames and at most
+    the easing into them, and with nothing found on the clip without it."""
+    m = clips.variant(**kw)
+    ended = clips.append_pose(m, pose, frames, ease)
+    cal = _found_end(rig, ended)
+    assert frames <= cal.frames <= frames + ease and cal.pose == f"{pose}-pose" and cal.at_end
+    assert cal.meta(skipped=True)["at"] == "end"
+    assert _found(rig, ended).frames == 0 and _found_end(rig, m).frames == 0
+    rest = skip_frames(ended, 0, cal.frames)
+    assert rest.num_frames == ended.num_frames - cal.frames
+    assert np.array_equal(rest.rotations, ended.rotations[:ended.num_frames - cal.frames])
+
+
+@pytest.mark.parametrize("how", ["as read", "mirrored", "reversed", "slower", "30 fps"])
+@pytest.mark.parametrize("clip", clips.MASS_CLIPS)
+def test_real_clips_that_end_moving_are_never_cut(rig, clip, how):
+    """The MASS clips end in motion or in a pose of the motion (a dance's last pose with the
+    arms out): nothing is cut from their ends."""
+    assert _found_end(rig, _transformed(clips.bundled(clip), how)).frames == 0
+
+
+@pytest.mark.parametrize("clip", ["walk", "run"])
+def test_cycles_ended_at_any_phase_are_never_cut_and_a_pose_put_after_them_is(rig, clip):
+    m = clips.loop(clips.bundled(clip), 2)
+    for phase in np.linspace(0.5, 1.0, 11):
+        part = m.frames(slice(0, max(int(round(phase * m.num_frames)), 2)))
+        assert _found_end(rig, part).frames == 0, phase
+        assert _found_end(rig, clips.append_pose(part, "T", 1)).frames == 1, phase
+        cal = _found_end(rig, clips.append_pose(part, "A", 20))
+        assert cal.frames == 20 and cal.pose == "A-pose", phase
+
+
+@pytest.mark.parametrize("path", [clips.MOCAP_DIR / "mixamo_test_freebvh.bvh", clips.MOTION_DIR / "kick.bvh",
+                                  clips.MOTION_DIR / "dance.bvh"], ids=lambda p: p.stem)
+def test_real_motion_easing_into_a_pose_at_its_end_loses_only_the_pose(rig, path):
+    """The held pose and at most the easing into it, and one frame more: the Mixamo fixture
+    slows almost to a stop at its end, and its last frame of motion goes with the easing."""
+    m = read_bvh(path)
+    held, ease = max(4, int(round(0.15 / m.frame_time))), max(4, int(round(0.25 / m.frame_time)))
+    for pose in ("T", "A"):
+        cal = _found_end(rig, clips.append_pose(m, pose, held, ease))
+        assert held <= cal.frames <= held + ease + 1, (pose, cal.frames, held, ease)
+
+
+def test_a_real_capture_played_backwards_ends_in_its_t_pose(rig):
+    """The CMU walk's made-up T-pose frame 0 (SOURCES.md), the clip reversed: a walk backwards
+    that ends in a 30 deg jump to a T-pose. Before, the reference kept it (its checks named
+    arms turning at 160 rad/s in its last frames); now the frame is skipped at the end."""
+    back = clips.reverse(read_bvh(clips.MOCAP_DIR / "cmu_07_01_walk.bvh"))
+    assert _found(rig, back).frames == 0
+    cal = _found_end(rig, back)
+    assert cal.frames == 1 and cal.pose == "T-pose"
+    ref, _ = retarget(back, rig)
+    assert ref.meta["calibration_end"]["frames"] == 1 and ref.meta["calibration"] is None
+    assert not [f for f in ref.meta["checks"] if f["check"] == "speed"]
+
+
+def test_poses_at_both_ends_are_skipped_and_the_rest_is_the_clean_clip(rig, tmp_path):
+    """A T-pose frame before the clip and ten A-pose frames after it: both skipped, the
+    reference the clean clip's; kept on request; the retarget's lines and a take's notes say
+    where each was."""
+    from engine.commands.main import main
+    from engine.motion import write_bvh
+    from engine.take import simulate
+    from engine.take_notes import notes
+
+    clean = clips.variant("walk", names="cmu", fps=60)
+    both = clips.append_pose(clips.insert_pose(clean, "T", 1), "A", 10)
+    ref, _ = retarget(both, rig)
+    want, _ = retarget(clean, rig)
+    assert ref.meta["calibration"]["frames"] == 1 and ref.meta["calibration_end"]["frames"] == 10
+    assert ref.meta["calibration_end"]["at"] == "end" and ref.meta["calibration_end"]["skipped"]
+    assert want.meta["calibration_end"] is None and ref.num_frames == want.num_frames
+    assert np.allclose(ref.q, want.q, atol=1e-6)
+    kept, _ = retarget(both, rig, keep_calibration=True)
+    assert not kept.meta["calibration_end"]["skipped"]
+    assert kept.seconds - want.seconds == pytest.approx(11 * both.frame_time, abs=1.5 / 120)
+    path = tmp_path / "both.bvh"
+    write_bvh(path, both)
+    assert main(["retarget", str(path), "--out", str(tmp_path / "a.npz"), "--json"]) == 0
+    lines = [ln for ln in tmp_path.joinpath("a.npz").parent.glob("*")]  # (the file is written)
+    assert lines
+    take = simulate(rig, [(path, 0.2)])
+    assert "skipped a T-pose at the start of both.bvh (1 frame); skipped an A-pose at the end of both.bvh (10 frames)" \
+        in notes(take)

@@ -19,7 +19,8 @@ EPILOG_RETARGET = """examples:
   sinew retarget cmu_walk.bvh --keep-calibration                  # keep its opening T-pose
 
 A calibration pose at the start (T- or A-pose frames joined to the motion by a jump far
-above the clip's ordinary frame-to-frame change, or easing into it) is skipped, and the
+above the clip's ordinary frame-to-frame change, or easing into it) or at the end (the
+motion cut or eased back into one, as many capture sessions end) is skipped, and the
 output says so; one held inside the clip (jumped into and out of: a capture restarted) is
 named first among the checks, to cut the clip there. A clip exported "in place" (its root's travel taken out, so the feet slide
 back under a body stepping on the spot) gets the root path its feet give, and the output
@@ -38,7 +39,7 @@ ForeArmR/L, HandR/L ("" unmaps a body).
 
 
 def _summary_lines(ref, out: Path | None) -> list[str]:
-    from ..motion.calibration import describe
+    from ..motion.calibration import describe, found_in
     from ..motion.checks import summary_lines
     from ..motion import limits, soles
     from ..motion.cleanup import describe as repaired
@@ -58,8 +59,8 @@ def _summary_lines(ref, out: Path | None) -> list[str]:
     ]
     if str(m.get("up_axis", "")).startswith("z"):
         lines.append(f"up axis     Z: {'read so (--up z)' if m['up_axis'] == 'z' else 'its body lies down with Y up and stands with Z up (--up y reads it as Y up)'}")
-    if m.get("calibration"):
-        lines.append(f"calibration {describe(m['calibration'])}")
+    for cal in found_in(m):
+        lines.append(f"calibration {describe(cal)}")
     pose = m.get("source_pose")
     if pose and pose.get("frame") is not None:
         at = pose["frame"] / float(m.get("source_fps") or 1.0)
@@ -101,7 +102,7 @@ def cmd_retarget(args) -> int:
     ref.meta["up_axis"] = axis
     ref.save(out)
     summary = dict(ref.summary(), ground_offset_m=round(ref.meta["ground_offset_m"], 5),
-                   calibration=ref.meta["calibration"], root_path=ref.meta.get("root_path"), out=str(out))
+                   calibration=ref.meta["calibration"], calibration_end=ref.meta["calibration_end"], root_path=ref.meta.get("root_path"), out=str(out))
     lines = _summary_lines(ref, out)
     print("\n".join(lines))
     if args.json:

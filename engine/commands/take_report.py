@@ -10,13 +10,13 @@ from pathlib import Path
 def extra_lines(take) -> list[str]:
     """Calibration poses skipped or kept (engine.motion.calibration), how the character
     came through each push (engine.push), and the gait early against late (engine.gait)."""
-    from ..motion.calibration import describe as calibration
+    from ..motion.calibration import describe as calibration, found_in
     from ..push import describe as push
 
     out = [f"stand       {stand(take.meta['stand'])}"] if take.meta.get("stand") else []
     out += [f"balance     {balance(take.meta['balance'])}"] if take.meta.get("balance") else []
-    out += [f"calibration {Path(c['source']).name}: {calibration(c['calibration'])}"
-            for c in take.meta["clips"] if c.get("calibration")]
+    out += [f"calibration {Path(c['source']).name}: {calibration(cal)}"
+            for c in take.meta["clips"] for cal in found_in(c)]
     out += [f"loop        {Path(n).name}: {note}" for n, note in loop_notes(take)]
     from ..motion.checks import summary_lines as check_lines
     from ..motion.cleanup import describe as repaired
@@ -174,13 +174,13 @@ def extra_markdown(take) -> list[str]:
     """report.md sections on the gait, calibration poses and pushes (each empty when there
     is nothing to say)."""
     from ..gait import markdown as gait_table
-    from ..motion.calibration import describe as calibration
+    from ..motion.calibration import describe as calibration, found_in
     from ..push import markdown as push_table
 
     s = take.meta["summary"]
-    cal = [f"- {Path(c['source']).name}: {calibration(c['calibration'])}"
-           for c in take.meta["clips"] if c.get("calibration")]
-    head = ["", "Calibration poses found at the start of the clips:", ""] if cal else []
+    cal = [f"- {Path(c['source']).name}: {calibration(c_)}"
+           for c in take.meta["clips"] for c_ in found_in(c)]
+    head = ["", "Calibration poses found at the start or the end of the clips:", ""] if cal else []
     from ..motion.checks import describe as finding
 
     found = [f"- {Path(c['source']).name}: {finding(f)}" for c in take.meta["clips"] for f in c.get("checks") or []]

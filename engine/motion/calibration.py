@@ -1,7 +1,9 @@
-"""Calibration poses at the start of mocap clips: found, and skipped unless kept.
+"""Calibration poses at the start and the end of mocap clips: found, and skipped unless kept.
 
 Motion capture often opens with the actor (or the solver) holding a T- or A-pose for one
-frame or a few, then cutting or easing into the motion. Tracked as it is, that opening is a
+frame or a few, then cutting or easing into the motion, and many sessions end as they began:
+the actor eases or cuts back into the pose and holds it (detect_calibration_end: the same
+rules with the clip's time reversed). Tracked as it is, that opening is a
 jump the body cannot make, or seconds of a pose nobody asked for. Real motion also often
 starts near such a pose (a kick or a dance opening with the arms out), so a start is skipped
 only where it is all of these, judged on the mapped bones at any frame rate:
@@ -29,7 +31,7 @@ T-pose then an A-pose). The skipped pose is named from its upper arms: T-pose or
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -61,6 +63,7 @@ class Calibration:
     ordinary_deg: float = 0.0
     distance_deg: float = 0.0
     eased: bool = False  # found by the easing rule (no jump: cut where it nears the motion)
+    at_end: bool = False  # the last `frames` frames (detect_calibration_end), not the first
 
     @property
     def seconds(self) -> float:
@@ -72,7 +75,8 @@ class Calibration:
             return None
         return dict(frames=self.frames, seconds=round(self.seconds, 4), source_fps=round(self.fps, 6),
                     pose=self.pose, jump_deg=round(self.jump_deg, 2), ordinary_deg=round(self.ordinary_deg, 2),
-                    distance_deg=round(self.distance_deg, 2), eased=self.eased, skipped=bool(skipped))
+                    distance_deg=round(self.distance_deg, 2), eased=self.eased, skipped=bool(skipped),
+                    at="end" if self.at_end else "start")
 
 
 def pose_distance_deg(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -152,6 +156,42 @@ def detect_calibration(motion: SourceMotion, bones=None, arms=(), legs=()) -> Ca
             break
         found, start = cal, cal.frames  # (an easing may end in the clip's own calibration frame)
     return found
+
+
+def detect_calibration_end(motion: SourceMotion, bones=None, arms=(), legs=()) -> Calibration:
+    """The calibration frames at the end of `motion`: detect_calibration's rules with time
+    reversed (a held T- or A-pose the motion cuts or eases into and never leaves), so what
+    is never cut from a start that moves is never cut from an end that moves."""
+    found = detect_calibration(motion.frames(slice(None, None, -1)), bones, arms, legs)
+    return replace(found, at_end=True) if found.frames else found
+
+
+def detect_calibrations(motion: SourceMotion, bones=None, arms=(), legs=()) -> tuple[Calibration, Calibration]:
+    """The calibration frames at the start and at the end of `motion`. A session that opens
+    and ends in calibration poses has the same pose (or a T- and an A-pose, a few bones
+    apart) at both ends, so each end's pose would be "motion coming back near" the other's
+    (the jump rule): the start is judged without the held pose at the end (the run of posed,
+    still frames it ends in), and the end without what was found at the start (or its held
+    pose). A pose the motion comes back to inside the clip still keeps either end."""
+    F = motion.num_frames
+    head, tail = held_frames(motion, bones, arms, legs), held_frames(motion.frames(slice(None, None, -1)), bones, arms, legs)
+    start = detect_calibration(motion.frames(slice(0, F - tail)) if 0 < tail < F else motion, bones, arms, legs)
+    skip = max(start.frames, head) if head < F else start.frames
+    end = detect_calibration_end(motion.frames(slice(skip, None)) if skip else motion, bones, arms, legs)
+    return start, end
+
+
+def held_frames(motion: SourceMotion, bones=None, arms=(), legs=()) -> int:
+    """How many frames `motion` opens with in one calibration pose (a T- or A-pose on straight
+    legs) held still (within STILL_DEG of its first frame): 0 without arms and legs to judge by."""
+    F = motion.num_frames
+    if not F or not (len(arms) and len(legs)):
+        return 0
+    R = motion.rotations if bones is None else motion.rotations[:, np.asarray(bones, int)]
+    n = min(F, int(MAX_SECONDS * motion.fps) + 1)
+    names, posed = _poses(_heads(motion, 0, n), arms, legs)
+    run = posed & (names == names[0]) & (pose_distance_deg(R[:n], R[0][None]) <= STILL_DEG)
+    return int(np.argmin(run)) if not run.all() else n
 
 
 def held_inside(motion: SourceMotion, bones=None, arms=(), legs=()) -> list[dict]:
@@ -261,19 +301,29 @@ def _easing_end(R, d, start, end, last) -> int | None:
     return stop
 
 
-def skip_frames(motion: SourceMotion, frames: int) -> SourceMotion:
-    """`motion` without its first `frames` frames."""
-    return motion if frames <= 0 else motion.frames(slice(frames, None))
+def skip_frames(motion: SourceMotion, frames: int, last: int = 0) -> SourceMotion:
+    """`motion` without its first `frames` frames and its `last` last ones."""
+    if frames <= 0 and last <= 0:
+        return motion
+    return motion.frames(slice(max(frames, 0), motion.num_frames - max(last, 0)))
+
+
+def found_in(meta: dict) -> list[dict]:
+    """A reference's calibration records (its meta's "calibration" at the start and
+    "calibration_end"), those found, in that order."""
+    return [c for c in (meta.get("calibration"), meta.get("calibration_end")) if c]
 
 
 def describe(cal: dict | None, flag: str = "--keep-calibration") -> str:
-    """One line on a reference's meta['calibration'] for the command line, or ''."""
+    """One line on a calibration record (a reference's meta['calibration'] or
+    meta['calibration_end']) for the command line, or ''."""
     if not cal:
         return ""
-    join = ("easing into the motion" if cal.get("eased") else
+    end = cal.get("at") == "end"  # (references saved before the end was looked at have no "at")
+    join = (("easing out of the motion" if end else "easing into the motion") if cal.get("eased") else
             f"joined to the motion by a {cal['jump_deg']:.0f} deg jump")
     what = (f"{cal['frames']} frame{'s' if cal['frames'] != 1 else ''} ({cal['seconds']:.2f} s) of "
-            f"{'an' if cal['pose'] == 'A-pose' else 'a'} {cal['pose']} at the start, {join}")
+            f"{'an' if cal['pose'] == 'A-pose' else 'a'} {cal['pose']} at the {'end' if end else 'start'}, {join}")
     if cal["skipped"]:
         return f"skipped {what}; {flag} keeps them"
     return f"kept {what} ({flag})"

@@ -48,7 +48,7 @@ from ..transforms import (
     quat_to_axis_angle,
     quat_to_matrix,
 )
-from .calibration import Calibration, detect_calibration, held_inside, skip_frames
+from .calibration import Calibration, detect_calibration, detect_calibrations, held_inside, skip_frames
 from .checks import check_reference
 from .cleanup import repair_held, repair_spikes
 from .limits import within_range
@@ -478,6 +478,11 @@ class Retargeter:
         on the mapped bones."""
         return detect_calibration(motion, *self._judged_on())
 
+    def calibrations(self, motion: SourceMotion) -> tuple[Calibration, Calibration]:
+        """The T-/A-pose frames at the start and at the end of `motion`
+        (engine.motion.calibration.detect_calibrations), judged on the mapped bones."""
+        return detect_calibrations(motion, *self._judged_on())
+
     def to_model(self, motion: SourceMotion, fps: float = REFERENCE_FPS, source: str = "",
                  ground: bool = True, with_muscles: bool = True, progress=None,
                  keep_calibration: bool = False) -> Reference:
@@ -485,16 +490,17 @@ class Retargeter:
 
         source: the file name recorded in the meta; ground=False skips the vertical shift;
         progress: optional callable(fraction done). A calibration pose at the start (T- or
-        A-pose frames that jump to the motion) is skipped unless keep_calibration; either
-        way meta["calibration"] says what was found (None: nothing).
+        A-pose frames that jump to the motion) or at the end (the motion cut or eased into
+        one) is skipped unless keep_calibration; either way meta["calibration"] and
+        meta["calibration_end"] say what was found (None: nothing).
         """
         if motion.skeleton is not self.skeleton and motion.skeleton.names != self.skeleton.names:
             raise ParameterError("motion", "the motion's skeleton is not the one this retargeter was built for")
         t0 = time.perf_counter()
         source_fps = motion.fps
-        cal = self.calibration(motion)
+        cal, cal_end = self.calibrations(motion)
         if not keep_calibration:
-            motion = skip_frames(motion, cal.frames)
+            motion = skip_frames(motion, cal.frames, cal_end.frames)
         inside = held_inside(motion, *self._judged_on())  # calibration poses past the start
         motion, held = repair_held(motion)
         motion, repaired = repair_spikes(motion)
@@ -525,6 +531,7 @@ class Retargeter:
             ground_offset_m=float(offset),
             source_fps=round(float(source_fps), 6),
             calibration=cal.meta(skipped=not keep_calibration),
+            calibration_end=cal_end.meta(skipped=not keep_calibration),
             source_pose=self.pose.meta(),
             levelled_feet={rig.body_names[b]: round(float(self.pose.rolled[int(self.turn_of[b])]), 1)
                            for b in map(rig.body_index, _FEET) if int(self.turn_of[b]) in (self.pose.rolled or {})},
