@@ -7,7 +7,7 @@ Every clip of the corpus in ../shared (the MASS clips beyond the bundled walk, t
 and run, the Mixamo-named fixture) and transformed copies of them that stand for the defects
 real captures have (another library's bone-aligned joint axes with position channels on every
 joint, ZXY rotations and 30 fps; mirrored; retimed; exported in place; foot bones resting
-turned 25 deg from the soles; walked along an arc), each as `sinew simulate` plays it: no
+turned 25 deg from the soles; walked along an arc; played backwards), each as `sinew simulate` plays it: no
 root residual, the balance planner on (one worker per core). Per clip: the kind, whether it
 fell or diverged (when), the mean joint error and root error against the clip, what the
 reference checks found, what was done with a clip that is not a loop, and the computing time
@@ -59,6 +59,7 @@ CLIPS = {
     "walk_turning_100deg_left": ("walk", lambda d: _made(d, "walk_curved", MASS / "walk.bvh", cycles=4, curve=100.0)),
     "cmu_walk_turning_90deg_right": ("walk", lambda d: _made(d, "cmu_walk_curved", MOCAP / "cmu_07_01_walk.bvh",
                                                             curve=-90.0)),
+    "cmu_walk_backwards": ("walk", lambda d: _made(d, "cmu_walk_backwards", MOCAP / "cmu_07_01_walk.bvh", reverse=True)),
     "walk_feet_rolled": ("walk", lambda d: _made(d, "walk_feet_rolled", MASS / "walk.bvh", rolled_feet=25.0)),
     "kick": ("kick", lambda d: MASS / "kick.bvh"),
     "kick_feet_rolled": ("kick", lambda d: _made(d, "kick_feet_rolled", MASS / "kick.bvh", rolled_feet=25.0)),
@@ -72,7 +73,7 @@ CLIPS = {
 
 
 def _made(folder: Path, name: str, source: Path, aligned=False, mirror=False, fps=None, in_place=False,
-          rolled_feet=None, cycles=1, curve=None) -> Path:
+          rolled_feet=None, cycles=1, curve=None, reverse=False) -> Path:
     from tests import clips
 
     m = read_bvh(source)
@@ -80,6 +81,8 @@ def _made(folder: Path, name: str, source: Path, aligned=False, mirror=False, fp
         m = clips.loop(m, cycles)
     if curve:  # walked along an arc that turns it this much (deg; > 0 to its left)
         m = clips.curved(m, curve)
+    if reverse:  # played backwards: a walk backwards (the CMU clip's T-pose frame 0 now ends it)
+        m = clips.reverse(m)
     if rolled_feet:  # foot bones resting turned from the soles, mirrored (as the CMU captures')
         m = clips.rolled_bones(m, {"Character1_RightFoot": rolled_feet, "Character1_LeftFoot": -rolled_feet})
     if in_place:  # the root's horizontal travel taken out, as an "in place" export leaves it
