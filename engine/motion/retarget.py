@@ -580,8 +580,9 @@ class Retargeter:
                     grounded: bool = True) -> bool:
         """Turn the source pose's feet whose planted soles stand turned about the sole's length
         (engine.motion.soles), judged on the frames where the foot is planted with its heel
-        and toes down (a forefoot gait's: every planted frame; soles.judged_frames), from the model's world joint rotations G (F, B, 4), its bodies and the
-        feet's tracks; True where they were turned (the frames must then be made again)."""
+        and toes down (a forefoot gait's: every planted frame; soles.judged_frames), from the
+        model's world joint rotations G (F, B, 4), its bodies and the feet's tracks; True where
+        they were turned (the frames must then be made again)."""
         rig, bi = self.rig, self.rig.body_index
         if not grounded:  # heights above the floor
             up = [0.0, 0.0, ground_offset(tracks, fps)]
