@@ -48,5 +48,6 @@ def planner_from(args: argparse.Namespace, balance):
 
 def search_line(b: dict) -> str:
     """Where a take's planner searched beyond its candidates (its meta's "balance")."""
-    return (f"more at {b['searched_more']} hard decisions (eq. 4), wider at {b['rescues']} where every plan "
-            f"fell (eq. 9; one that stays up found at {b['rescued']})")
+    widened = f"{b['widen']} more at {b['widened']} costly decisions (eq. 6), " if b.get("widen") else ""
+    return (f"{widened}more at {b['searched_more']} hard decisions (eq. 4), wider at {b['rescues']} where every "
+            f"plan fell (eq. 9; one that stays up found at {b['rescued']})")
