@@ -102,7 +102,8 @@ def cmd_retarget(args) -> int:
     ref.meta["up_axis"] = axis
     ref.save(out)
     summary = dict(ref.summary(), ground_offset_m=round(ref.meta["ground_offset_m"], 5),
-                   calibration=ref.meta["calibration"], calibration_end=ref.meta["calibration_end"], root_path=ref.meta.get("root_path"), out=str(out))
+                   calibration=ref.meta["calibration"], calibration_end=ref.meta["calibration_end"],
+                   root_path=ref.meta.get("root_path"), out=str(out))
     lines = _summary_lines(ref, out)
     print("\n".join(lines))
     if args.json:

@@ -178,8 +178,8 @@ def extra_markdown(take) -> list[str]:
     from ..push import markdown as push_table
 
     s = take.meta["summary"]
-    cal = [f"- {Path(c['source']).name}: {calibration(c_)}"
-           for c in take.meta["clips"] for c_ in found_in(c)]
+    cal = [f"- {Path(c['source']).name}: {calibration(rec)}"
+           for c in take.meta["clips"] for rec in found_in(c)]
     head = ["", "Calibration poses found at the start or the end of the clips:", ""] if cal else []
     from ..motion.checks import describe as finding
 

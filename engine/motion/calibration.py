@@ -174,7 +174,8 @@ def detect_calibrations(motion: SourceMotion, bones=None, arms=(), legs=()) -> t
     still frames it ends in), and the end without what was found at the start (or its held
     pose). A pose the motion comes back to inside the clip still keeps either end."""
     F = motion.num_frames
-    head, tail = held_frames(motion, bones, arms, legs), held_frames(motion.frames(slice(None, None, -1)), bones, arms, legs)
+    head = held_frames(motion, bones, arms, legs)
+    tail = held_frames(motion.frames(slice(None, None, -1)), bones, arms, legs)
     start = detect_calibration(motion.frames(slice(0, F - tail)) if 0 < tail < F else motion, bones, arms, legs)
     skip = max(start.frames, head) if head < F else start.frames
     end = detect_calibration_end(motion.frames(slice(skip, None)) if skip else motion, bones, arms, legs)
@@ -190,8 +191,15 @@ def held_frames(motion: SourceMotion, bones=None, arms=(), legs=()) -> int:
     R = motion.rotations if bones is None else motion.rotations[:, np.asarray(bones, int)]
     n = min(F, int(MAX_SECONDS * motion.fps) + 1)
     names, posed = _poses(_heads(motion, 0, n), arms, legs)
-    run = posed & (names == names[0]) & (pose_distance_deg(R[:n], R[0][None]) <= STILL_DEG)
-    return int(np.argmin(run)) if not run.all() else n
+    return _held_length(R, posed, names, 0, n)
+
+
+def _held_length(R, posed, names, start: int, stop: int) -> int:
+    """How many frames from `start` (up to `stop`) hold one calibration pose: posed, named as
+    frame `start` is, and within STILL_DEG of it (R: the compared bones' rotations)."""
+    run = (posed[start:stop] & (names[start:stop] == names[start])
+           & (pose_distance_deg(R[start:stop], R[start][None]) <= STILL_DEG))
+    return int(np.argmin(run)) if not run.all() else len(run)
 
 
 def held_inside(motion: SourceMotion, bones=None, arms=(), legs=()) -> list[dict]:
@@ -225,9 +233,7 @@ def _held_run(motion, R, d, start, last, posed, names) -> Calibration:
     """The calibration ending a held pose that starts at frame `start`, or none."""
     if not posed[start]:
         return Calibration(0, motion.fps)
-    near = pose_distance_deg(R[start:last + 1], R[start][None]) <= STILL_DEG
-    run = posed[start:last + 1] & near & (names[start:last + 1] == names[start])
-    end = start + (int(np.argmin(run)) if not run.all() else len(run))  # first frame out of the run
+    end = start + _held_length(R, posed, names, start, last + 1)  # first frame out of the run
     if end > last:
         return Calibration(0, motion.fps)  # the pose outlasts the search: it is the clip
     cal = _jump(motion, R, d, start, end, names[start])

@@ -48,7 +48,7 @@ from ..transforms import (
     quat_to_axis_angle,
     quat_to_matrix,
 )
-from .calibration import Calibration, detect_calibration, detect_calibrations, held_inside, skip_frames
+from .calibration import Calibration, detect_calibrations, held_inside, skip_frames
 from .checks import check_reference
 from .cleanup import repair_held, repair_spikes
 from .limits import within_range
@@ -472,11 +472,6 @@ class Retargeter:
         arms = [(int(src[bi(f"Arm{s}")]), int(src[bi(f"ForeArm{s}")])) for s in "RL"]
         legs = [tuple(int(src[bi(f"{n}{s}")]) for n in ("Femur", "Tibia", "Talus")) for s in "RL"]
         return np.unique(src[src >= 0]), arms, legs
-
-    def calibration(self, motion: SourceMotion) -> Calibration:
-        """The T-/A-pose frames at the start of `motion` (engine.motion.calibration), judged
-        on the mapped bones."""
-        return detect_calibration(motion, *self._judged_on())
 
     def calibrations(self, motion: SourceMotion) -> tuple[Calibration, Calibration]:
         """The T-/A-pose frames at the start and at the end of `motion`

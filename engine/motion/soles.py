@@ -80,9 +80,9 @@ def judged_frames(stance: np.ndarray, flat: list, fps: float) -> list[np.ndarray
     pushes off on it, its heel rarely down) every planted frame of both feet, which
     stance_roll reads alike, since it takes the roll across the foot's length (a pitched foot,
     on its toes, has the roll of a flat one)."""
-    soles = [np.flatnonzero(stance[:, i] & flat[i]) for i in range(2)]
-    if min(len(f) for f in soles) >= MIN_PLANTED_S * fps:
-        return soles
+    on_soles = [np.flatnonzero(stance[:, i] & flat[i]) for i in range(2)]
+    if min(len(f) for f in on_soles) >= MIN_PLANTED_S * fps:
+        return on_soles
     return [np.flatnonzero(stance[:, i]) for i in range(2)]
 
 
