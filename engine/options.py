@@ -207,8 +207,9 @@ TAKE_OPTIONS = (
     Option("balance", kind=bool, value=True, label="Balance",
            help="tracking controller: plan balance ahead so the character carries itself on its muscles and "
                 "the ground, with no root residual (predictive sampling over small hip, ankle and spine offsets "
-                "of the clip, 16 candidates 0.8 s ahead every 0.1 s, 16 more where the cheapest turns costly: a turn "
-                "on the spot coming, a shove; engine/control/balance.py). On by default "
+                "of the clip beside a swing-foot law, 8 candidates 0.8 s ahead every 0.1 s, 8 more where their "
+                "cheapest costs more than usual, 16 more where it turns costly: a turn on the spot coming, a shove; "
+                "engine/control/balance.py). On by default "
                 "(MuJoCo; off when {residual} asks for a residual). Slow: ~8 s of computing a simulated second "
                 "on 2 cores, ~15 s on one. Off: the tracker alone, which stands a still pose (an LQR) but lets a "
                 "moving clip fall after ~3 s without a residual"),

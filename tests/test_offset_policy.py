@@ -59,6 +59,7 @@ def _zero_policy(tmp_path):
 def test_a_policy_of_zero_offsets_is_the_tracker_alone_bit_for_bit(tmp_path, rig):
     import dataclasses
 
+    from engine.control.balance import BalanceParams
     from engine.control.offset_policy import OffsetPolicyController
     from engine.control.tracking import TrackingController, TrackingParams
 
@@ -66,6 +67,11 @@ def test_a_policy_of_zero_offsets_is_the_tracker_alone_bit_for_bit(tmp_path, rig
     pf = _zero_policy(tmp_path)
     assert pf.action_kind == "offset" and pf.period == 12 and len(pf.meta["offsets"]["dofs"]) == 12  # with the hips' yaw
     assert pf.meta["offsets"]["hips_yaw"] is True
+    # the file records the swing-foot law its teacher's tracker added, and the policy's adds it
+    assert pf.meta["offsets"]["feedback"] == BalanceParams().feedback > 0
+    sim_c, plan_c = _walk_sim(rig)
+    assert OffsetPolicyController(pf, sim_c, plan_c).tracker.placement.gain == BalanceParams().feedback
+    pf.meta["offsets"]["feedback"] = 0.0  # without it, zero offsets are the tracker alone
     sim_a, plan_a = _walk_sim(rig)
     ctl = OffsetPolicyController(pf, sim_a, plan_a)
     sim_b, plan_b = _walk_sim(rig)
@@ -200,7 +206,9 @@ def test_offset_policies_and_runs_that_do_not_fit_are_refused(tmp_path, rig):
     old = json.loads(json.dumps(pf.meta))
     del old["offsets"]["hips_yaw"]
     old["offsets"]["dofs"] = old["offsets"]["dofs"][:10]
-    assert len(OffsetPolicyController(PolicyFile(old, pf.arrays), sim, plan).tracker.dofs) == 10
+    del old["offsets"]["feedback"]  # and from before the swing-foot law was the default: without it
+    old_ctl = OffsetPolicyController(PolicyFile(old, pf.arrays), sim, plan)
+    assert len(old_ctl.tracker.dofs) == 10 and old_ctl.tracker.placement is None
     # a file whose meta lacks the offsets is refused naming the file
     from engine.control.policy import load_policy
 

@@ -36,9 +36,10 @@ keeps it.
 
 The character carries itself: by default the tracking controller plays with no root
 residual and plans its balance ahead (--balance, engine/control/balance.py): every 0.1 s,
-16 plans of small offsets to the clip's hips, ankles and spine are each played 0.8 s ahead
-on a copy of the simulation, and the cheapest (pelvis height and tilt, speed and joint error
-against the clip, a fall seen coming) is followed. The bundled walk walks on its muscles and
+8 plans of small offsets to the clip's hips, ankles and spine (8 more where they all cost
+more than usual) are each played 0.8 s ahead on a copy of the simulation, and the cheapest
+(pelvis height and tilt, speed and joint error against the clip, a fall seen coming) is
+followed; a swing-foot law steps the swing leg toward where the body is going too fast. The bundled walk walks on its muscles and
 the ground alone, fresh or tired; it costs ~8 s of computing a simulated second on two
 cores (--workers N processes, default one per core on Linux and 0 elsewhere; the take is
 the same whatever N). The report's "balance" line says how it steered. A still pose

@@ -121,14 +121,17 @@ MAX_SPEED = 1e3  # m/s or rad/s: a rollout faster than this anywhere has diverge
 class BalanceParams:
     """Settings of the balance planner (chosen by measurement, docs/research/balance.md)."""
 
-    candidates: int = 16  # offset plans tried at each replan (8 fell at 35-39 s of the tired minute)
+    # offset plans tried at each replan. 8 alone fell at 35-39 s of the tired minute; 8 with
+    # the swing-foot law (`feedback`) walk the bundled walk's battery but let kicks and spins
+    # drift 35-44 cm, which eq. (6)'s widening takes back (docs/research/balance.md,
+    # forty-third and forty-fourth sessions)
+    candidates: int = 8
     # eq. (6): `widen` more plans of the candidates' kind where their cheapest costs more than
     # `widen_above` times the median of the last EXTRA_MEMORY decisions' cheapest, or fewer
-    # than 5 decisions are behind; 0: never. 6 candidates + 10 at 1.5x walk the tired minute's
-    # bundled-walk draws, the pushes and the corpus at ~45 % of the rollout steps, but the
-    # tired 0.85x copy fell on both draws counted (44.9, 56.8 s; 8 + 8 on one of two) where 16
-    # walk it on three of three: not the default (docs/research/balance.md, thirty-ninth session)
-    widen: int = 0
+    # than 5 decisions are behind; 0: never. Without the swing-foot law 6 + 10 fell on the
+    # tired 0.85x copy's two draws counted and 8 + 8 on one of two (thirty-ninth session);
+    # with it, 8 + 8 walk it (forty-fourth session)
+    widen: int = 8
     widen_above: float = 1.5
     # eq. (7): where the last plan, continued (only `replan` new steps), costs at most
     # `keep_below` times the median of the last EXTRA_MEMORY decisions' cheapest, it is kept
@@ -180,8 +183,9 @@ class BalanceParams:
     rescue: int = 32
     rescue_sigma: float = 0.5
     # rad per m/s: the swing hip placed by the centre of mass's velocity error after the
-    # offsets (engine.control.feedback, eq. 1), in the take and its rollouts; 0: none
-    feedback: float = 0.0
+    # offsets (engine.control.feedback, eq. 1), in the take and its rollouts; 0: none. It
+    # carries part of the planner's load, so half the candidates do (forty-third session)
+    feedback: float = 0.2
     workers: int = 0  # processes playing the candidates (0: this process; the take is the same)
     w_height: float = 100.0  # per m^2 of pelvis height error (eq. 1)
     w_tilt: float = 10.0  # per rad^2 of pelvis roll and pitch error

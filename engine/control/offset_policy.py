@@ -17,7 +17,9 @@ u_1 held after (`held_plan`): a plan's first two knots are all of it that is pla
 next decision. The teacher (training/dagger.py, action "offset") is the planner's candidates
 from the same carried plan, each played to its horizon, weighted MPPI-style
 (engine.control.balance.weighted_plan): its label is that plan's first two knots. A policy
-that outputs zeros is the tracker alone, bit for bit (tests/test_offset_policy.py).
+that outputs zeros is the tracker alone (with the swing-foot law, engine.control.feedback,
+where the file records its gain: its teacher's tracker added it), bit for bit
+(tests/test_offset_policy.py).
 
 Why offsets and not activations: the planner's activations as labels did not generalise
 (held-out RMS 0.09-0.14 against 0.15 for predicting nothing), while its offsets, taught this
@@ -42,11 +44,13 @@ OFFSET_LIMIT = 0.6
 
 def offset_meta(rig, balance, smooth: float) -> dict:
     """What an offset policy file records of its action space (meta "offsets", checked by the
-    controller): the offset DOFs, the knot spacing and the tracker's smoothing weight."""
+    controller): the offset DOFs, the knot spacing, the tracker's smoothing weight and the
+    swing-foot law's gain the tracker adds after the offsets (balance.feedback)."""
     from .balance import offset_dofs
 
     return dict(dofs=[int(i) for i in offset_dofs(rig, balance.knees, balance.hips_yaw)], knot=int(balance.knot),
-                knees=bool(balance.knees), hips_yaw=bool(balance.hips_yaw), smooth=float(smooth))
+                knees=bool(balance.knees), hips_yaw=bool(balance.hips_yaw), smooth=float(smooth),
+                feedback=float(balance.feedback))
 
 
 def held_plan(y: np.ndarray, knots: int) -> np.ndarray:
@@ -100,9 +104,11 @@ class OffsetPolicyController(Controller):
             raise ParameterError("mode", f"{mode!r}: an offset policy (action 'offset') steers a clip's "
                                  "reference; it plays mode 'track' only")
         om = pf.meta["offsets"]
-        # a file from before the hips' yaw was sampled records no "hips_yaw": its 10 offsets
+        # a file from before the hips' yaw was sampled records no "hips_yaw": its 10 offsets;
+        # one from before the swing-foot law was the planner's default records no "feedback"
         balance = BalanceParams(knot=int(om["knot"]), replan=pf.period, knees=bool(om["knees"]),
-                                hips_yaw=1.0 if om.get("hips_yaw", False) else 0.0)
+                                hips_yaw=1.0 if om.get("hips_yaw", False) else 0.0,
+                                feedback=float(om.get("feedback", 0.0)))
         have = offset_meta(sim.rig, balance, 0.0)["dofs"]
         if list(om["dofs"]) != have:
             raise ParameterError("policy", f"offsets at DOFs {om['dofs']}, this engine offsets {have}: "
