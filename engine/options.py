@@ -210,8 +210,8 @@ TAKE_OPTIONS = (
                 "of the clip beside a swing-foot law, 8 candidates 0.8 s ahead every 0.1 s, 8 more where their "
                 "cheapest costs more than usual, 16 more where it turns costly: a turn on the spot coming, a shove; "
                 "engine/control/balance.py). On by default "
-                "(MuJoCo; off when {residual} asks for a residual). Slow: ~8 s of computing a simulated second "
-                "on 2 cores, ~15 s on one. Off: the tracker alone, which stands a still pose (an LQR) but lets a "
+                "(MuJoCo; off when {residual} asks for a residual). Slow: ~3.5 s of computing a simulated second "
+                "on 2 cores, ~6.5 s on one. Off: the tracker alone, which stands a still pose (an LQR) but lets a "
                 "moving clip fall after ~3 s without a residual"),
     Option("workers", kind=int, lo=0, metavar="N", fronts=COMMAND_LINES, label="Workers",
            help="processes that play {balance}'s candidates, forked from {this_process} (default: "

@@ -145,7 +145,8 @@ def bench_balance(seconds: float = 1.0, rig_name: str = "human284", workers: int
     where = "one core" if not workers else f"{workers} worker processes, wall time"
     lines = [f"balance planner, fresh walk without the residual, {take.meta['simulated_seconds']:.1f} s ({where}):",
              f"  {summary['rollout_steps_per_step']} rollout steps played a take step ({b['candidates']} candidates "
-             f"x {b['horizon_s']:g} s every {take.meta['tracking']['balance']['replan']} steps{take_report.halved(b)}, "
+             f"x {b['horizon_s']:g} s every {take.meta['tracking']['balance']['replan']} steps{take_report.widened(b)}"
+             f"{take_report.halved(b)}, "
              "cut short once dearer than the best; "
              f"the last plan's rollout continued at {100 * (b.get('continued_share') or 0):.0f} % of the decisions)"
              + (f", {per_rollout_us:.0f} us each" if per_rollout_us is not None else ""),

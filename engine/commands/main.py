@@ -276,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulated seconds of the tracking-controller walk to time (default 2; 0 skips it)")
     p.add_argument("--balance", type=number("--balance", 0.0), default=0.0, metavar="SECONDS",
                    help="simulated seconds of the balance planner's residual-free walk to time, on one core and "
-                   "then on every core (default 0: skipped; slow: 15-30 s of computing a simulated second on a 2-core machine)")
+                   "then on every core (default 0: skipped; slow: ~6.5 s of computing a simulated second on one core of a 2-core machine, ~3.5 s on two)")
     p.add_argument("--policy", default=None, metavar="P.npz",
                    help="also time a take of this policy (sinew export-policy) on the clip it was trained on")
     p.add_argument("--json", action="store_true", help="print one JSON summary as the last line")

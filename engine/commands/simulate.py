@@ -40,7 +40,7 @@ residual and plans its balance ahead (--balance, engine/control/balance.py): eve
 more than usual) are each played 0.8 s ahead on a copy of the simulation, and the cheapest
 (pelvis height and tilt, speed and joint error against the clip, a fall seen coming) is
 followed; a swing-foot law steps the swing leg toward where the body is going too fast. The bundled walk walks on its muscles and
-the ground alone, fresh or tired; it costs ~8 s of computing a simulated second on two
+the ground alone, fresh or tired; it costs ~3.5 s of computing a simulated second on two
 cores (--workers N processes, default one per core on Linux and 0 elsewhere; the take is
 the same whatever N). The report's "balance" line says how it steered. A still pose
 (CLIP@AT) is stood by an LQR instead. --residual W (above 0) is for analysis,
