@@ -3,6 +3,7 @@ import mujoco
 import numpy as np
 import pytest
 
+from .clips import MOCAP_DIR as MOCAP
 from .conftest import MASS
 
 WALK = MASS / "motion" / "walk.bvh"
@@ -208,3 +209,31 @@ def test_a_capture_standing_in_the_floor_is_raised_whole(rig):
         k, s = rig.q_start[rig.body_index("Tibia" + side)], "RL".index(side)
         assert np.degrees(np.abs(grounded.q[:, k] - raw.q[:, k])[st0[:, s]].mean()) < most, side
     assert _clips(rig, WALK)[2].grounding["lift_cm"] == 0.0
+
+
+def test_a_clip_played_once_is_grounded_on_its_own_frames(rig):
+    """A clip that is not a loop (the CMU walk at its own length) is judged on its own frames:
+    followed by its first frame, as a loop's last is, its feet jumped 75-95 m/s at its end,
+    which became their peak speed, so every frame near the floor counted planted and none in
+    the air. Played once, its feet's peak speed is a walk's (< 10 m/s), fewer frames are
+    planted, a foot swinging into the floor is raised, and the corrections hold each foot's
+    first and last planting out to the clip's ends instead of blending its two ends."""
+    from engine.control.grounding import PLANT_M, _foot_tracks, corrections, in_the_air
+    from engine.motion.reference import planted, slides
+
+    space, raw, grounded = _clips(rig, MOCAP / "cmu_07_01_walk.bvh", loops=False)
+    assert raw.once and grounded.once
+    as_loop, once = (_foot_tracks(space, raw.q, raw.cycle, o) for o in (False, True))
+    assert (slides(as_loop) * 120).max() > 50 and (slides(once) * 120).max() < 10
+    planted_as_loop, planted_once = planted(as_loop, 120.0)[1], planted(once, 120.0)[1]
+    assert planted_once.mean() < planted_as_loop.mean() - 0.1
+    assert in_the_air(slides(once) * 120).any() and not in_the_air(slides(as_loop) * 120)[:-1].any()
+    assert grounded.grounding["slide_cm_per_s"][0] < 40  # planted feet slide a little, not at a swing's speed
+    F = 100
+    h, stance = np.zeros((F, 1)), np.zeros((F, 1), bool)
+    stance[20:30], h[20:30] = True, 0.02
+    stance[70:80], h[70:80] = True, -0.03
+    ends = corrections(h, stance, once=True)
+    assert np.allclose(ends[:15, 0], PLANT_M - 0.02) and np.allclose(ends[-15:, 0], PLANT_M + 0.03)
+    wrapped = corrections(h, stance)  # a loop: its end runs on into its start
+    assert PLANT_M - 0.02 < wrapped[5, 0] < PLANT_M + 0.03

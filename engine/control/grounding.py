@@ -56,21 +56,23 @@ ROOT_WEIGHT = 100.0  # the pelvis height is damped this much harder than a joint
 FEET = ("R", "L")  # the order of engine.motion.reference.foot_tracks
 
 
-def corrections(h: np.ndarray, stance: np.ndarray, airborne: np.ndarray | None = None) -> np.ndarray:
+def corrections(h: np.ndarray, stance: np.ndarray, airborne: np.ndarray | None = None,
+                once: bool = False) -> np.ndarray:
     """(F, 2) vertical move of each foot: PLANT_M - h where planted, linear around the loop
-    between plantings and, where the foot is `airborne` (F, 2), at least SWING_CLEAR_M - h,
-    smoothed (SMOOTH_FRAMES); 0 for a foot never planted."""
+    between plantings (a clip played `once`: between them, and held before the first and
+    after the last, its ends not meeting) and, where the foot is `airborne` (F, 2), at least
+    SWING_CLEAR_M - h, smoothed (SMOOTH_FRAMES); 0 for a foot never planted."""
     F = len(h)
     dz = np.zeros_like(h)
     for s in range(h.shape[1]):
         idx = np.flatnonzero(stance[:, s])
         if len(idx):
-            xs = np.concatenate([idx - F, idx, idx + F])
-            x = np.interp(np.arange(F), xs, np.tile(PLANT_M - h[idx, s], 3))
+            xs, reps = (idx, 1) if once else (np.concatenate([idx - F, idx, idx + F]), 3)
+            x = np.interp(np.arange(F), xs, np.tile(PLANT_M - h[idx, s], reps))
             if airborne is not None:  # a swinging foot clears the floor
                 air = airborne[:, s]
                 x[air] = np.maximum(x[air], SWING_CLEAR_M - h[air, s])
-            dz[:, s] = smooth_loop(x)
+            dz[:, s] = smooth_loop(x, once)
     return dz
 
 
@@ -80,10 +82,15 @@ def in_the_air(speed: np.ndarray) -> np.ndarray:
     return speed > AIRBORNE_SHARE * speed.max(axis=0, keepdims=True)
 
 
-def smooth_loop(x: np.ndarray) -> np.ndarray:
-    """x (F,) convolved around the loop with a Gaussian of SMOOTH_FRAMES."""
-    k = np.arange(-int(4 * SMOOTH_FRAMES), int(4 * SMOOTH_FRAMES) + 1)
+def smooth_loop(x: np.ndarray, once: bool = False) -> np.ndarray:
+    """x (F,) convolved around the loop with a Gaussian of SMOOTH_FRAMES (a clip played
+    `once`: its end values held beyond its ends instead)."""
+    r = int(4 * SMOOTH_FRAMES)
+    k = np.arange(-r, r + 1)
     w = np.exp(-0.5 * (k / SMOOTH_FRAMES) ** 2)
+    if once:
+        padded = np.pad(x, r, mode="edge")
+        return sum(wi * padded[r + ki:r + ki + len(x)] for ki, wi in zip(k, w / w.sum()))
     return sum(wi * np.roll(x, -ki) for ki, wi in zip(k, w / w.sum()))
 
 
@@ -159,11 +166,16 @@ def move_feet(space, data, q: np.ndarray, dz: np.ndarray, root_weight: float) ->
     return q
 
 
-def _foot_tracks(space, q: np.ndarray, cycle) -> list:
+def _foot_tracks(space, q: np.ndarray, cycle, once: bool = False) -> list:
     """foot_tracks of the frames of q and, after them, cycle.apply_q(q[0]) (the next cycle's
-    first frame), with every body placed as the physics places it."""
+    first frame; a clip played `once`: its last frame moved on as it moved from the one
+    before, since its first frame does not follow its last), with every body placed as the
+    physics places it. (Followed by its first frame, a clip that is not a loop had its feet
+    jump 75-95 m/s at its end, which made that the feet's peak speed: every frame near the
+    floor counted planted, none in the air.)"""
     m, data = space.model, mujoco.MjData(space.model)
-    looped = np.concatenate([q, cycle.apply_q(q[0])[None]])
+    after = space.add(q[-1], space.diff(q[-1], q[-2])) if once else cycle.apply_q(q[0])
+    looped = np.concatenate([q, after[None]])
     pos, rot = np.empty((len(looped), m.nbody - 1, 3)), np.empty((len(looped), m.nbody - 1, 3, 3))
     for i, qi in enumerate(looped):  # MuJoCo body 0: the world
         data.qpos[:] = qi
@@ -172,21 +184,22 @@ def _foot_tracks(space, q: np.ndarray, cycle) -> list:
     return foot_tracks(space.rig, rot, pos)
 
 
-def stance_frames(space, q: np.ndarray, cycle, fps: float) -> tuple[np.ndarray, np.ndarray]:
+def stance_frames(space, q: np.ndarray, cycle, fps: float, once: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(F, 2) lowest corner height of each foot (right, left) in each frame of the looped clip
-    q (F, nq; frame F is cycle.apply_q(q[0])), and whether it is planted there (`planted`)."""
-    return planted(_foot_tracks(space, q, cycle), fps)
+    q (F, nq; frame F is cycle.apply_q(q[0])), or of the clip played `once`, and whether it
+    is planted there (`planted`)."""
+    return planted(_foot_tracks(space, q, cycle, once), fps)
 
 
-def ground_feet(space, q: np.ndarray, cycle, fps: float) -> tuple[np.ndarray, dict]:
-    """The looped clip q (F, nq; frame F is cycle.apply_q(q[0])) with its feet on the floor
-    (module docstring), and a summary: the share of frames each foot (right, left) is
+def ground_feet(space, q: np.ndarray, cycle, fps: float, once: bool = False) -> tuple[np.ndarray, dict]:
+    """The looped clip q (F, nq; frame F is cycle.apply_q(q[0])), or the clip played `once`,
+    with its feet on the floor (module docstring), and a summary: the share of frames each foot (right, left) is
     planted, how far the whole clip was raised first (cm), the largest foot and pelvis moves
     (cm) after that, how low the clip had a foot in the air
     (cm; below SWING_CLEAR_M it was raised) and how fast each planted foot slides across the
     floor (cm/s)."""
     data = mujoco.MjData(space.model)
-    tracks = _foot_tracks(space, q, cycle)
+    tracks = _foot_tracks(space, q, cycle, once)
     h, stance = planted(tracks, fps)
     if not stance.any():  # a still clip: nothing to do
         return q.copy(), dict(planted_share=[0.0, 0.0], lift_cm=0.0, foot_move_cm=0.0, pelvis_move_cm=0.0,
@@ -201,7 +214,7 @@ def ground_feet(space, q: np.ndarray, cycle, fps: float) -> tuple[np.ndarray, di
         h = h + lift
     slide = slides(tracks) * fps
     airborne = in_the_air(slide)
-    dz = corrections(h, stance, airborne)
+    dz = corrections(h, stance, airborne, once)
     # a foot can always be raised (the knee bends), not always lowered (a stance leg is
     # nearly straight): first both legs and, where they cannot reach, the pelvis height;
     # then the legs alone for what is left

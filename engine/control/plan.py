@@ -258,7 +258,7 @@ class CyclicClip:
         if ground:  # the stance feet exactly on the floor
             from .grounding import ground_feet
 
-            q, self.grounding = ground_feet(space, q, self.cycle, PHYSICS_HZ)
+            q, self.grounding = ground_feet(space, q, self.cycle, PHYSICS_HZ, self.once)
         if self.once:
             qvel = once_velocities(space, q, cutoff_hz)
             qacc = np.gradient(qvel, 1.0 / PHYSICS_HZ, axis=0)
@@ -271,7 +271,7 @@ class CyclicClip:
 
         # frames where a foot of the clip is planted: where its playback may wait for the body
         # (engine.control.pace eq. 2: a step can be held back, a flight or a handspring cannot)
-        self.supported = stance_frames(space, q, self.cycle, PHYSICS_HZ)[1].any(axis=1)
+        self.supported = stance_frames(space, q, self.cycle, PHYSICS_HZ, self.once)[1].any(axis=1)
         self.seconds = F * (1.0 / PHYSICS_HZ)
         self._powers = [Planar()]
         self._placed: dict[tuple[int, Planar], Planar] = {}
