@@ -88,10 +88,8 @@ def smooth_loop(x: np.ndarray, once: bool = False) -> np.ndarray:
     r = int(4 * SMOOTH_FRAMES)
     k = np.arange(-r, r + 1)
     w = np.exp(-0.5 * (k / SMOOTH_FRAMES) ** 2)
-    if once:
-        padded = np.pad(x, r, mode="edge")
-        return sum(wi * padded[r + ki:r + ki + len(x)] for ki, wi in zip(k, w / w.sum()))
-    return sum(wi * np.roll(x, -ki) for ki, wi in zip(k, w / w.sum()))
+    padded = np.pad(x, r, mode="edge" if once else "wrap")
+    return sum(wi * padded[r + ki:r + ki + len(x)] for ki, wi in zip(k, w / w.sum()))
 
 
 def move_feet(space, data, q: np.ndarray, dz: np.ndarray, root_weight: float) -> np.ndarray:
